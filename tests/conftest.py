@@ -1,0 +1,56 @@
+"""Shared fixtures. Engines are the expensive part: one manager (one engine alive at a time) is
+shared by the whole session, and tests that need the same model reuse its engine."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw
+
+from vlm_demo.engine import EngineManager
+from vlm_demo.registry import Registry, load_registry
+from vlm_demo.service import ChatService
+from vlm_demo.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+@pytest.fixture(scope="session")
+def registry(settings: Settings) -> Registry:
+    return load_registry(settings.models_file)
+
+
+@pytest.fixture(scope="session")
+async def engines(settings: Settings):
+    manager = EngineManager(settings)
+    yield manager
+    manager.shutdown_all()
+
+
+@pytest.fixture(scope="session")
+def service(registry: Registry, engines: EngineManager, settings: Settings) -> ChatService:
+    return ChatService(registry, engines, settings)
+
+
+def make_image(width: int, height: int, seed: int = 0) -> Image.Image:
+    """A deterministic test picture: coloured bands and a diagonal."""
+    image = Image.new("RGB", (width, height), (30 + seed * 40 % 200, 120, 200))
+    draw = ImageDraw.Draw(image)
+    for x in range(0, width, max(1, width // 8)):
+        draw.rectangle([x, 0, x + width // 16, height], fill=(250, 200 - seed * 30 % 150, 40))
+    draw.line([0, 0, width, height], fill=(0, 0, 0), width=5)
+    return image
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _artifacts_dir():
+    ARTIFACTS.mkdir(exist_ok=True)
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")

@@ -1,0 +1,150 @@
+"""The real vLLM engine on CPU with the four tiny models: streaming, image-token counts,
+singletons, aborts and model switches."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+
+import psutil
+import pytest
+
+from vlm_demo.registry import Sampling
+from vlm_demo.service import ChatRequest, Delta, Done, Failed, Rendered, Turn
+
+from .conftest import make_image
+
+FIXED = Sampling(temperature=0.0, top_p=1.0, max_tokens=8, ignore_eos=True)
+
+
+def qwen_tokens(width: int, height: int, min_pixels: int, max_pixels: int) -> int:
+    """Qwen2.5-VL's resize rule (round each side to 28 px, keep the area in bounds): 1 token per 28x28."""
+    h, w = round(height / 28) * 28, round(width / 28) * 28
+    if h * w > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h, w = math.floor(height / beta / 28) * 28, math.floor(width / beta / 28) * 28
+    elif h * w < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h, w = math.ceil(height * beta / 28) * 28, math.ceil(width * beta / 28) * 28
+    return h * w // (28 * 28)
+
+
+def internvl_tiles(width: int, height: int, min_num: int = 1, max_num: int = 12) -> int:
+    """InternVL's dynamic_preprocess: the closest aspect-ratio grid of 448 px tiles, plus a thumbnail."""
+    ratios = sorted({(i, j) for n in range(min_num, max_num + 1) for i in range(1, n + 1)
+                     for j in range(1, n + 1) if min_num <= i * j <= max_num}, key=lambda r: r[0] * r[1])
+    aspect = width / height
+    best, best_diff = (1, 1), float("inf")
+    for r in ratios:
+        diff = abs(aspect - r[0] / r[1])
+        if diff < best_diff:
+            best, best_diff = r, diff
+        elif diff == best_diff and width * height > 0.5 * 448 * 448 * r[0] * r[1]:
+            best = r
+    tiles = best[0] * best[1]
+    return tiles + (1 if tiles > 1 else 0)
+
+
+def image_token_count(rendered, engine) -> int:
+    image_id = engine.tokenizer.convert_tokens_to_ids(
+        {"llava": "<image>", "qwen2_5_vl": "<|image_pad|>", "internvl": "<IMG_CONTEXT>", "ovis": "<image>"}[
+            engine.spec.family])
+    return sum(1 for t in rendered.prompt_token_ids if t == image_id)
+
+
+async def ask(service, model: str, image, text="What is in this picture?", **mm_kwargs):
+    request = ChatRequest(model=model, turns=(Turn("user", text, (image,)),), mm_kwargs=mm_kwargs,
+                          sampling=FIXED)
+    events = [e async for e in service.chat(request)]
+    assert not any(isinstance(e, Failed) for e in events), events
+    rendered = next(e for e in events if isinstance(e, Rendered)).rendered
+    done = events[-1]
+    assert isinstance(done, Done), done
+    return rendered, done
+
+
+EXPECTED = {
+    # model name -> (image size, mm kwargs, expected image tokens)
+    "tiny-llava-1.5": [((640, 480), {}, 576), ((200, 900), {}, 576)],
+    "tiny-qwen2.5-vl": [
+        ((640, 480), {}, qwen_tokens(640, 480, 3136, 401408)),
+        ((1600, 400), {}, qwen_tokens(1600, 400, 3136, 401408)),
+        ((1600, 400), {"max_pixels": 100352}, qwen_tokens(1600, 400, 3136, 100352)),
+    ],
+    "tiny-internvl2.5": [
+        ((640, 480), {}, 256 * internvl_tiles(640, 480)),
+        ((448, 448), {}, 256 * internvl_tiles(448, 448)),
+        ((1600, 400), {"max_dynamic_patch": 4}, 256 * internvl_tiles(1600, 400, max_num=4)),
+    ],
+}
+
+
+async def check_expansion(service, engines, model):
+    for (w, h), kwargs, expected in EXPECTED[model]:
+        rendered, done = await ask(service, model, make_image(w, h), **kwargs)
+        engine = await engines.get(service.registry.get(model))
+        assert image_token_count(rendered, engine) == expected, (model, (w, h), kwargs)
+        assert len(rendered.image_ranges) == 1
+        assert done.num_tokens >= 8 and done.answer
+        assert done.ttft_s > 0
+        assert engine.running_requests() == 0
+
+
+async def test_qwen_numbers_match_the_real_checkpoint():
+    # Qwen2.5-VL-3B at 640x480 gives 17 x 23 = 391 image tokens (the 28-px grid of 476 x 644).
+    assert qwen_tokens(640, 480, 3136, 12845056) == 391
+    # InternVL2.5 at 640x480 (4:3) with max_dynamic_patch 12: a 4x3 grid plus the thumbnail.
+    assert internvl_tiles(640, 480) == 13
+
+
+async def test_two_first_requests_start_one_engine(registry, engines):
+    spec = registry.get("tiny-llava-1.5")
+    await engines.shutdown(spec.name)
+    before = engines.starts
+    first, second = await asyncio.gather(engines.get(spec), engines.get(spec))
+    assert first is second
+    assert engines.starts == before + 1
+    assert engines.state(spec.name) == "ready"
+
+
+async def test_llava_576_tokens_for_any_size(service, engines):
+    await check_expansion(service, engines, "tiny-llava-1.5")
+
+
+async def test_stopping_the_consumer_aborts_the_request(service, engines):
+    spec = service.registry.get("tiny-llava-1.5")
+    request = ChatRequest(model=spec.name, turns=(Turn("user", "Describe it.", (make_image(300, 300),)),),
+                          sampling=Sampling(max_tokens=2000, ignore_eos=True))
+    engine = await engines.get(spec)
+    seen = 0
+    async with contextlib.aclosing(service.chat(request)) as events:
+        async for event in events:
+            if isinstance(event, Delta):
+                seen += 1
+                if seen == 3:
+                    assert engine.running_requests() == 1
+                    break
+    for _ in range(50):
+        if engine.running_requests() == 0:
+            break
+        await asyncio.sleep(0.1)
+    assert engine.running_requests() == 0
+
+
+async def test_switching_models_ends_the_previous_engine(service, engines):
+    first = await engines.get(service.registry.get("tiny-llava-1.5"))
+    pids = first.child_pids
+    assert pids and all(psutil.pid_exists(p) for p in pids)
+    await engines.get(service.registry.get("tiny-qwen2.5-vl"))
+    assert engines.loaded() == ["tiny-qwen2.5-vl"]
+    gone = [p for p in pids if not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE]
+    assert gone == list(pids)
+
+
+async def test_qwen_one_token_per_28px(service, engines):
+    await check_expansion(service, engines, "tiny-qwen2.5-vl")
+
+
+async def test_internvl_256_tokens_per_tile(service, engines):
+    await check_expansion(service, engines, "tiny-internvl2.5")

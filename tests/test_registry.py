@@ -1,0 +1,102 @@
+"""models.yaml -> typed specs, and every way an entry can be wrong."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from vlm_demo.errors import RegistryError, UnknownModelError
+from vlm_demo.registry import EngineArgs, load_registry, parse_registry
+
+GOOD = """
+models:
+  - name: m1
+    label: M1
+    family: qwen2_5_vl
+    repo: org/m1
+    engine_args: {max_model_len: 4096, limit_mm_per_prompt: {image: 2}}
+    sliders:
+      - {kwarg: max_pixels, label: max, min: 3136, max: 100000, step: 784, default: 50000}
+    sampling: {temperature: 0.2, max_tokens: 32}
+  - name: m2
+    label: M2
+    family: llava
+    tiny: true
+"""
+
+
+def parse(text: str):
+    return parse_registry(text, Path("/etc/models.yaml"))
+
+
+def test_project_registry_has_the_seed_models(registry):
+    repos = {m.repo for m in registry.models if m.repo}
+    assert {"OpenGVLab/InternVL2_5-1B-MPO", "AIDC-AI/Ovis2-2B", "llava-hf/llava-1.5-7b-hf",
+            "Qwen/Qwen2.5-VL-3B-Instruct"} <= repos
+    assert sorted(m.family for m in registry.models if m.tiny) == ["internvl", "llava", "ovis", "qwen2_5_vl"]
+    assert all("random weights" in m.display_label for m in registry.models if m.tiny)
+    assert not any("random weights" in m.display_label for m in registry.models if not m.tiny)
+    assert registry.default(has_gpu=False).tiny
+    assert not registry.default(has_gpu=True).tiny
+
+
+def test_parses_typed_values():
+    reg = parse(GOOD)
+    m1 = reg.get("m1")
+    assert m1.engine_args.max_model_len == 4096
+    assert m1.engine_args.limit_mm_per_prompt == {"image": 2}
+    assert m1.sliders[0].kwarg == "max_pixels" and m1.sliders[0].default == 50000
+    assert m1.sampling.temperature == 0.2 and m1.sampling.top_p == 0.9
+    assert m1.startup_mm_kwargs() == {"max_pixels": 100000}
+    assert m1.default_mm_kwargs() == {"max_pixels": 50000}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m1.label = "x"  # type: ignore[misc]
+    with pytest.raises(UnknownModelError, match="m3"):
+        reg.get("m3")
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (("    family: llava\n", "    family: llava\n    colour: red\n"), "model 'm2': key 'colour': unknown key"),
+        (("max_model_len: 4096", "max_modle_len: 4096"), "model 'm1': key 'engine_args.max_modle_len': unknown key"),
+        (("max_model_len: 4096", "max_model_len: lots"), "model 'm1': key 'engine_args.max_model_len'"),
+        (("temperature: 0.2", "temperature: 9"), "model 'm1': key 'sampling.temperature'"),
+        (("default: 50000", "default: 500000"), "model 'm1': key 'sliders.0'"),
+        (("kwarg: max_pixels", "kwarg: max_partition"), "model 'm1'.*max_partition"),
+        (("family: llava", "family: gpt"), "model 'm2'.*unknown family 'gpt'"),
+        (("    tiny: true\n", ""), "model 'm2'.*exactly one of repo, path or tiny"),
+        (("name: m2", "name: m1"), "model 'm1': key 'name': duplicate"),
+        (("name: m2", "name: 'bad name'"), "key 'name'"),
+    ],
+)
+def test_bad_entries_name_file_model_and_key(edit, expected):
+    old, new = edit
+    assert old in GOOD
+    with pytest.raises(RegistryError, match=expected) as info:
+        parse(GOOD.replace(old, new, 1))
+    assert str(info.value).startswith("/etc/models.yaml: ")
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(RegistryError, match="cannot read"):
+        load_registry(tmp_path / "missing.yaml")
+    with pytest.raises(RegistryError, match="not valid YAML"):
+        parse("models: [")
+    with pytest.raises(RegistryError, match="one top-level key 'models'"):
+        parse("model: []")
+
+
+def test_relative_paths_resolve_against_the_file(tmp_path):
+    (tmp_path / "models.yaml").write_text("models:\n  - {name: local, label: L, family: llava, path: ckpt}\n")
+    assert load_registry(tmp_path / "models.yaml").get("local").path == str(tmp_path / "ckpt")
+
+
+def test_engine_args_use_vllms_own_names():
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    vllm_fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+    ours = {f.name for f in dataclasses.fields(EngineArgs)}
+    assert ours <= vllm_fields, ours - vllm_fields

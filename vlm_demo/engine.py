@@ -1,0 +1,280 @@
+"""The engine layer: the only module that imports vLLM.
+
+``EngineManager`` keeps one ``AsyncLLM`` per model name, created on first use and shared by every
+request; starting a model beyond ``Settings.max_engines`` shuts the least recently used one down.
+``Engine.render`` runs vLLM's own chat renderer (the path ``vllm serve`` uses) and
+``Engine.stream`` generates from that very rendered input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psutil
+
+from .errors import EngineDiedError, EngineStartError, InputError
+from .registry import ModelSpec, Sampling
+from .settings import Settings
+from .tiny_models import tiny_model_dir
+
+log = logging.getLogger(__name__)
+
+EngineState = Literal["not loaded", "loading", "ready"]
+
+
+def has_gpu() -> bool:
+    """True when vLLM runs on a GPU here (False on the CPU build)."""
+    from vllm.platforms import current_platform
+
+    return not current_platform.is_cpu()
+
+
+@dataclass(frozen=True)
+class ImageRange:
+    """Where one image's placeholder tokens sit in the expanded prompt."""
+
+    offset: int
+    """Index of the first placeholder token in ``prompt_token_ids``."""
+    length: int
+    """Number of positions the image occupies (its image tokens plus any markers inside)."""
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """What vLLM's renderer produced for one request: exactly what generation consumes."""
+
+    model: str
+    """Registry name of the model."""
+    content_format: str
+    """Content format vLLM detected for the chat template: "string" or "openai"."""
+    conversation: tuple[dict[str, Any], ...]
+    """The messages as the chat template saw them (placeholders inserted in "string" format)."""
+    prompt: str
+    """The chat template's output, before image placeholders are expanded."""
+    prompt_token_ids: tuple[int, ...]
+    """The expanded token ids the engine runs on."""
+    image_ranges: tuple[ImageRange, ...]
+    """One range per image, in prompt order."""
+    mm_kwargs: dict[str, Any]
+    """Per-request image-processor kwargs that were applied."""
+    max_model_len: int
+    """The engine's context window."""
+    engine_input: Any
+    """vLLM's engine input, handed unchanged to ``Engine.stream``."""
+
+
+@dataclass(frozen=True)
+class TokenDelta:
+    """New output of one streamed answer."""
+
+    text: str
+    """Text added since the previous delta."""
+    num_tokens: int
+    """Tokens added since the previous delta."""
+    finish_reason: str | None
+    """Set on the last delta ("stop", "length", ...)."""
+
+
+class Engine:
+    """One running vLLM engine for one model."""
+
+    def __init__(self, spec: ModelSpec, llm: Any, child_pids: frozenset[int]):
+        self.spec = spec
+        self._llm = llm
+        self.child_pids = child_pids
+        """Processes this engine started (its engine core); all end at shutdown."""
+        self.max_model_len: int = llm.model_config.max_model_len
+
+    @property
+    def tokenizer(self) -> Any:
+        """The engine's tokenizer (for decoding ids in views)."""
+        return self._llm.renderer.tokenizer
+
+    @property
+    def dead(self) -> bool:
+        """True once the engine core has died."""
+        return bool(self._llm.errored)
+
+    def running_requests(self) -> int:
+        """Requests the engine holds right now (0 when idle)."""
+        return self._llm.get_num_unfinished_requests()
+
+    async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any]) -> RenderedPrompt:
+        """Apply the chat template and run the image processor, as ``vllm serve`` does.
+
+        The steps are those of vLLM's ``render_chat_async``, kept apart so the template's text
+        output (before placeholder expansion) can be shown too.
+        """
+        from vllm.exceptions import VLLMValidationError
+        from vllm.renderers import ChatParams
+        from vllm.renderers.hf import resolve_chat_template_content_format
+
+        renderer = self._llm.renderer
+        params = ChatParams(mm_processor_kwargs=dict(mm_kwargs) or None)
+        try:
+            conversation, dict_prompt = await renderer.render_messages_async(list(messages), params)
+            (tok_prompt,) = await renderer.tokenize_prompts_async([dict_prompt], renderer.default_chat_tok_params)
+            engine_input = await renderer.process_for_engine_async(tok_prompt, time.time())
+        except (VLLMValidationError, ValueError) as exc:
+            raise InputError(f"{self.spec.name}: {exc}") from None
+        content_format = resolve_chat_template_content_format(
+            chat_template=None, tools=None, given_format="auto",
+            tokenizer=renderer.tokenizer, model_config=self._llm.model_config,
+        )
+        placeholders = engine_input.get("mm_placeholders", {}).get("image", [])
+        return RenderedPrompt(
+            model=self.spec.name,
+            content_format=content_format,
+            conversation=tuple(conversation),
+            prompt=dict_prompt.get("prompt", ""),
+            prompt_token_ids=tuple(engine_input["prompt_token_ids"]),
+            image_ranges=tuple(ImageRange(p.offset, p.length) for p in placeholders),
+            mm_kwargs=dict(mm_kwargs),
+            max_model_len=self.max_model_len,
+            engine_input=engine_input,
+        )
+
+    async def stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
+        """Generate from ``rendered``; closing the iterator early aborts the vLLM request."""
+        from vllm.sampling_params import RequestOutputKind, SamplingParams
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        params = SamplingParams(
+            temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
+            seed=sampling.seed, ignore_eos=sampling.ignore_eos,
+            output_kind=RequestOutputKind.DELTA,
+        )
+        request_id = f"vlm-demo-{uuid.uuid4().hex}"
+        finished = False
+        try:
+            async with contextlib.aclosing(self._llm.generate(rendered.engine_input, params, request_id)) as outs:
+                async for out in outs:
+                    completion = out.outputs[0]
+                    finished = out.finished
+                    yield TokenDelta(completion.text, len(completion.token_ids), completion.finish_reason)
+        except EngineDeadError as exc:
+            raise EngineDiedError(f"the {self.spec.name} engine stopped ({exc}); the next request restarts it") from None
+        finally:
+            if not finished and not self.dead:
+                await self._llm.abort(request_id)
+
+    def shutdown(self) -> None:
+        """Stop the engine and wait until its processes have ended."""
+        self._llm.shutdown()
+        _, alive = psutil.wait_procs([p for p in _procs(self.child_pids)], timeout=30)
+        for proc in alive:
+            proc.kill()
+
+
+def _procs(pids: frozenset[int]) -> list[psutil.Process]:
+    out = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            out.append(psutil.Process(pid))
+    return out
+
+
+def _descendants() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+class EngineManager:
+    """Starts, shares and stops engines: at most ``settings.max_engines`` alive at once."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._loading: set[str] = set()
+        self._lock = asyncio.Lock()
+        self.starts = 0
+        """How many engines this manager has started (tests check singletons with it)."""
+
+    def state(self, name: str) -> EngineState:
+        """Whether the model's engine is not loaded, loading or ready."""
+        if name in self._loading:
+            return "loading"
+        return "ready" if name in self._engines else "not loaded"
+
+    def loaded(self) -> list[str]:
+        """Names of the models whose engines are running, least recently used first."""
+        return list(self._engines)
+
+    async def get(self, spec: ModelSpec) -> Engine:
+        """The running engine of ``spec``, started on first use (once, however many ask at once)."""
+        engine = self._engines.get(spec.name)
+        if engine is not None and not engine.dead:
+            self._engines.move_to_end(spec.name)
+            return engine
+        async with self._lock:
+            engine = self._engines.get(spec.name)
+            if engine is not None and engine.dead:
+                await asyncio.to_thread(engine.shutdown)
+                del self._engines[spec.name]
+                engine = None
+            if engine is None:
+                while len(self._engines) >= self.settings.max_engines:
+                    _, old = self._engines.popitem(last=False)
+                    await asyncio.to_thread(old.shutdown)
+                self._loading.add(spec.name)
+                try:
+                    engine = await asyncio.to_thread(self._start, spec)
+                finally:
+                    self._loading.discard(spec.name)
+                self._engines[spec.name] = engine
+                self.starts += 1
+            self._engines.move_to_end(spec.name)
+            return engine
+
+    async def shutdown(self, name: str) -> None:
+        """Stop one model's engine, if it runs."""
+        async with self._lock:
+            engine = self._engines.pop(name, None)
+            if engine is not None:
+                await asyncio.to_thread(engine.shutdown)
+
+    def shutdown_all(self) -> None:
+        """Stop every engine (at exit)."""
+        while self._engines:
+            _, engine = self._engines.popitem()
+            engine.shutdown()
+
+    def _start(self, spec: ModelSpec) -> Engine:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        model = self.model_path(spec)
+        kwargs: dict[str, Any] = dict(spec.engine_args.to_vllm())
+        kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
+        if not has_gpu():
+            kwargs["kv_cache_memory_bytes"] = int(self.settings.cpu_kv_cache_gib * 2**30)
+        before = _descendants()
+        t0 = time.perf_counter()
+        try:
+            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(model=model, **kwargs))
+        except Exception as exc:  # vLLM raises many kinds; the user needs the cause in one line
+            for proc in _procs(frozenset(_descendants() - before)):
+                proc.kill()
+            raise EngineStartError(f"could not start {spec.name} ({model}): {_root_cause(exc)}") from exc
+        log.info("started %s in %.1f s", spec.name, time.perf_counter() - t0)
+        return Engine(spec, llm, frozenset(_descendants() - before))
+
+    def model_path(self, spec: ModelSpec) -> str:
+        """What vLLM loads for ``spec``: a hub id, a local directory or a freshly built tiny model."""
+        if spec.tiny:
+            return str(tiny_model_dir(spec.family, self.settings.cache_dir / "tiny-models"))
+        return spec.repo or spec.path or ""
+
+
+def _root_cause(exc: BaseException) -> str:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

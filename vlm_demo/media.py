@@ -1,0 +1,76 @@
+"""Media intake: every image reaches the engine as a decoded, checked, RGB Pillow image.
+
+vLLM never fetches URLs or reads paths on the user's behalf; this module is the only way in.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from pathlib import Path
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from .errors import InputError
+from .settings import Settings
+
+#: Formats Pillow may decode here (checked before pixels are read).
+ALLOWED_FORMATS = frozenset({"PNG", "JPEG", "WEBP", "GIF", "BMP"})
+
+
+def load_image(source: str | Path | bytes | Image.Image, settings: Settings) -> Image.Image:
+    """Decode and check one image; return it as RGB. Bad input raises ``InputError``."""
+    name = source if isinstance(source, (str, Path)) else "the image"
+    if isinstance(source, Image.Image):
+        image = source
+    else:
+        try:
+            data = Path(source).read_bytes() if isinstance(source, (str, Path)) else source
+        except OSError as exc:
+            raise InputError(f"cannot read {name}: {exc.strerror}") from None
+        image = _decode(data, str(name), settings)
+    _check_size(image, str(name), settings)
+    image = ImageOps.exif_transpose(image)
+    if image.mode != "RGB":
+        image = _to_rgb(image)
+    return image
+
+
+def _decode(data: bytes, name: str, settings: Settings) -> Image.Image:
+    Image.MAX_IMAGE_PIXELS = settings.max_image_pixels
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+            if image.format not in ALLOWED_FORMATS:
+                raise InputError(f"{name}: format {image.format} is not accepted (use {', '.join(sorted(ALLOWED_FORMATS))})")
+            _check_size(image, name, settings)
+            image.load()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise InputError(f"{name}: image is too large (over {settings.max_image_pixels:,} pixels)") from None
+    except UnidentifiedImageError:
+        raise InputError(f"{name}: not an image Pillow can read") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InputError(f"{name}: broken image ({exc})") from None
+    return image
+
+
+def _check_size(image: Image.Image, name: str, settings: Settings) -> None:
+    w, h = image.size
+    if w < 1 or h < 1:
+        raise InputError(f"{name}: empty image")
+    if w * h > settings.max_image_pixels:
+        raise InputError(f"{name}: image is too large ({w}x{h}; limit {settings.max_image_pixels:,} pixels)")
+
+
+def _to_rgb(image: Image.Image) -> Image.Image:
+    """Flatten transparency onto white; convert palette, CMYK, grey and 16-bit modes to RGB."""
+    if image.mode in ("I;16", "I;16B", "I;16L", "I"):
+        image = image.point(lambda v: v / 256).convert("L")
+    if image.mode == "P":
+        image = image.convert("RGBA")
+    if image.mode in ("RGBA", "LA"):
+        background = Image.new("RGB", image.size, (255, 255, 255))
+        background.paste(image, mask=image.getchannel("A"))
+        return background
+    return image.convert("RGB")

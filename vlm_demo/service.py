@@ -1,0 +1,182 @@
+"""The chat service: one request in, a stream of typed events out.
+
+UI -> ``ChatService.chat(request)`` -> engine -> ``Rendered``, ``Delta``..., then ``Done`` or
+``Failed`` -> UI. User-facing errors (``VlmDemoError``) become a ``Failed`` event; nothing leaks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from PIL import Image
+
+from .engine import Engine, EngineManager, RenderedPrompt
+from .errors import InputError, VlmDemoError
+from .registry import ModelSpec, Registry, Sampling
+from .settings import Settings
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of a conversation."""
+
+    role: Literal["user", "assistant"]
+    """Who said it."""
+    text: str
+    """What was said."""
+    images: tuple[Image.Image, ...] = ()
+    """Decoded RGB images attached to the message (user turns only)."""
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """Everything one answer depends on."""
+
+    model: str
+    """Registry name of the model."""
+    turns: tuple[Turn, ...]
+    """The conversation so far, ending with the user's new message."""
+    system: str = ""
+    """System prompt ("" for the template's default)."""
+    mm_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Per-request image-processor kwargs (slider values)."""
+    sampling: Sampling | None = None
+    """Sampling settings; None uses the model's defaults."""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The engine's rendered input, before generation starts."""
+
+    rendered: RenderedPrompt
+    """Prompt text, expanded token ids and image ranges, exactly as the engine gets them."""
+
+
+@dataclass(frozen=True)
+class Delta:
+    """New answer text."""
+
+    text: str
+    """Text added since the previous event."""
+    answer: str
+    """The answer so far."""
+
+
+@dataclass(frozen=True)
+class Done:
+    """The answer is complete."""
+
+    answer: str
+    """The whole answer."""
+    num_tokens: int
+    """Tokens generated."""
+    ttft_s: float
+    """Seconds from the request reaching the engine (rendering included) to the first token."""
+    tokens_per_s: float
+    """Generated tokens per second after the first one (0 for a single token)."""
+    finish_reason: str | None
+    """Why generation ended ("stop", "length")."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The request failed; nothing else changed."""
+
+    message: str
+    """What to tell the user."""
+
+
+Event = Rendered | Delta | Done | Failed
+
+
+def to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
+    """The conversation as OpenAI-style chat messages, images as decoded ``image_pil`` parts."""
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": [{"type": "text", "text": request.system}]})
+    for turn in request.turns:
+        parts: list[dict[str, Any]] = [{"type": "image_pil", "image_pil": im} for im in turn.images]
+        parts.append({"type": "text", "text": turn.text})
+        messages.append({"role": turn.role, "content": parts})
+    return messages
+
+
+class ChatService:
+    """Validates requests, renders them with the engine and streams answers as events."""
+
+    def __init__(self, registry: Registry, engines: EngineManager, settings: Settings):
+        self.registry = registry
+        self.engines = engines
+        self.settings = settings
+
+    def validate(self, request: ChatRequest) -> ModelSpec:
+        """Check the request against the limits; raise ``InputError`` with the reason."""
+        spec = self.registry.get(request.model)
+        if not request.turns or request.turns[-1].role != "user":
+            raise InputError("the conversation must end with a user message")
+        if not request.turns[-1].text.strip() and not request.turns[-1].images:
+            raise InputError("type a question or add an image")
+        for turn in request.turns:
+            if len(turn.text) > self.settings.max_text_chars:
+                raise InputError(f"a message is longer than {self.settings.max_text_chars:,} characters")
+        if len(request.system) > self.settings.max_text_chars:
+            raise InputError(f"the system prompt is longer than {self.settings.max_text_chars:,} characters")
+        per_turn = min(self.settings.max_images_per_turn, spec.engine_args.limit_mm_per_prompt.get("image", 0))
+        if len(request.turns[-1].images) > per_turn:
+            raise InputError(f"{len(request.turns[-1].images)} images in one message; {spec.name} takes at most {per_turn}")
+        total = sum(len(t.images) for t in request.turns)
+        limit = spec.engine_args.limit_mm_per_prompt.get("image", 0)
+        if total > limit:
+            raise InputError(f"the conversation holds {total} images; {spec.name} takes at most {limit} per prompt")
+        sliders = {s.kwarg: s for s in spec.sliders}
+        for key, value in request.mm_kwargs.items():
+            slider = sliders.get(key)
+            if slider is None:
+                raise InputError(f"{spec.name} has no image setting {key!r}")
+            if not slider.min <= value <= slider.max:
+                raise InputError(f"{key}={value} is outside {slider.min}..{slider.max}")
+        return spec
+
+    async def render(self, request: ChatRequest) -> RenderedPrompt:
+        """Render ``request`` with the model's engine (starting it if needed), without generating."""
+        spec = self.validate(request)
+        return await self._render(spec, await self.engines.get(spec), request)
+
+    async def _render(self, spec: ModelSpec, engine: Engine, request: ChatRequest) -> RenderedPrompt:
+        mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
+        rendered = await engine.render(to_openai_messages(request), mm_kwargs)
+        if len(rendered.prompt_token_ids) >= engine.max_model_len:
+            raise InputError(
+                f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {spec.name} holds "
+                f"{engine.max_model_len:,} (remove images, lower the image settings or clear the chat)")
+        return rendered
+
+    async def chat(self, request: ChatRequest) -> AsyncIterator[Event]:
+        """Render, then stream the answer; closing the iterator aborts the engine request."""
+        try:
+            spec = self.validate(request)
+            engine = await self.engines.get(spec)
+            t0 = time.perf_counter()
+            rendered = await self._render(spec, engine, request)
+            yield Rendered(rendered)
+            sampling = request.sampling or spec.sampling
+            room = engine.max_model_len - len(rendered.prompt_token_ids)
+            if sampling.max_tokens > room:
+                sampling = replace(sampling, max_tokens=room)
+            answer, n, t_first, finish = "", 0, 0.0, None
+            async for delta in engine.stream(rendered, sampling):
+                if n == 0 and delta.num_tokens:
+                    t_first = time.perf_counter()
+                n += delta.num_tokens
+                answer += delta.text
+                finish = delta.finish_reason or finish
+                if delta.text:
+                    yield Delta(delta.text, answer)
+            t_end = time.perf_counter()
+            rate = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
+            yield Done(answer, n, (t_first or t_end) - t0, rate, finish)
+        except VlmDemoError as exc:
+            yield Failed(str(exc))

@@ -1,0 +1,61 @@
+"""Every tunable number of the app in one place, each overridable by an environment variable.
+
+``Settings.from_env()`` reads ``VLM_DEMO_<FIELD>`` (upper case) for each field below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _default_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vlm-demo"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Limits and paths; see the README's settings table."""
+
+    models_file: Path = _ROOT / "models.yaml"
+    """The model registry file."""
+    cache_dir: Path = field(default_factory=_default_cache)
+    """Where tiny offline models are built (and other caches live)."""
+    cpu_kv_cache_gib: float = 1.0
+    """KV cache size of a CPU engine, in GiB (vLLM's ``VLLM_CPU_KVCACHE_SPACE``)."""
+    max_engines: int = 1
+    """How many engines may be alive at once; starting one more shuts the least recent down."""
+    engine_start_timeout_s: float = 600.0
+    """How long an engine may take to start before the start counts as failed."""
+    max_images_per_turn: int = 4
+    """Images one user message may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
+    max_image_pixels: int = 40_000_000
+    """Largest decoded image, in pixels (Pillow's decompression-bomb guard uses this too)."""
+    max_text_chars: int = 8_000
+    """Longest user message or system prompt, in characters."""
+    queue_concurrency: int = 8
+    """Chat requests the UI lets run at once on one engine (vLLM batches them)."""
+    queue_max_size: int = 32
+    """Requests the UI queue holds before it answers "busy"."""
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+        """Defaults, overridden by ``VLM_DEMO_<FIELD>`` variables."""
+        env = os.environ if environ is None else environ
+        values = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(f"VLM_DEMO_{f.name.upper()}")
+            if raw is None:
+                continue
+            kind = type(getattr(cls(), f.name))
+            try:
+                values[f.name] = Path(raw) if kind is not str and issubclass(kind, Path) else kind(raw)
+            except ValueError as exc:
+                from .errors import VlmDemoError
+
+                raise VlmDemoError(f"VLM_DEMO_{f.name.upper()}={raw!r}: {exc}") from None
+        return cls(**values)

@@ -1,0 +1,88 @@
+"""Shared pieces of the tiny offline models: a byte-level tokenizer and small JSON writers.
+
+Every tiny model is a directory with config, tokenizer, processor config and chat template only;
+vLLM gives it random weights (``load_format="dummy"``). Building one needs no network.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer, decoders, pre_tokenizers
+from tokenizers.models import BPE
+from transformers import PreTrainedTokenizerFast
+
+#: Hidden sizes of the tiny language models (head size 64 works on vLLM's CPU attention backend).
+LM_HIDDEN = 128
+LM_HEADS = 2
+LM_KV_HEADS = 1
+LM_LAYERS = 2
+LM_INTERMEDIATE = 256
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-in character for each byte (the byte-level BPE alphabet)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAC + 1)) + list(range(0xAE, 0xFF + 1))
+    chars, n = [], 0
+    for b in range(256):
+        if b in keep:
+            chars.append(chr(b))
+        else:
+            chars.append(chr(256 + n))
+            n += 1
+    return dict(enumerate(chars))
+
+
+def _byte_vocab() -> dict[str, int]:
+    """The 256 byte symbols as ids 0-255, in byte order."""
+    table = _bytes_to_unicode()
+    assert set(table.values()) == set(pre_tokenizers.ByteLevel.alphabet())
+    return {ch: b for b, ch in table.items()}
+
+
+def build_tokenizer(
+    special_tokens: list[str],
+    *,
+    bos: str | None,
+    eos: str,
+    pad: str | None = None,
+    unk: str | None = None,
+    chat_template: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> PreTrainedTokenizerFast:
+    """A byte-level BPE tokenizer with no merges: ids 0-255 are bytes, then ``special_tokens``."""
+    tok = Tokenizer(BPE(vocab=_byte_vocab(), merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(special_tokens)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=bos,
+        eos_token=eos,
+        pad_token=pad or eos,
+        unk_token=unk,
+        **(extra or {}),
+    )
+    if chat_template is not None:
+        fast.chat_template = chat_template
+    return fast
+
+
+def token_id(tokenizer: PreTrainedTokenizerFast, token: str) -> int:
+    """The id of one special token (fails loudly if the tokenizer lacks it)."""
+    ids = tokenizer.convert_tokens_to_ids([token])
+    assert ids[0] is not None and ids[0] != tokenizer.unk_token_id, token
+    return ids[0]
+
+
+def padded_vocab_size(tokenizer: PreTrainedTokenizerFast, multiple: int = 64) -> int:
+    """Embedding rows for ``tokenizer``, rounded up like real checkpoints do."""
+    n = len(tokenizer)
+    return (n + multiple - 1) // multiple * multiple
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as stable, sorted JSON (so builds are byte-for-byte deterministic)."""
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
