@@ -146,5 +146,22 @@ async def test_qwen_one_token_per_28px(service, engines):
     await check_expansion(service, engines, "tiny-qwen2.5-vl")
 
 
+async def test_render_equals_the_openai_server_path(service, engines):
+    """Engine.render gives the token ids vLLM's OpenAI server renders for the same request."""
+    from vlm_demo.engine import chat_params
+
+    spec = service.registry.get("tiny-qwen2.5-vl")
+    engine = await engines.get(spec)
+    messages = [{"role": "user", "content": [{"type": "image_pil", "image_pil": make_image(900, 300)},
+                                             {"type": "text", "text": "Compare."}]}]
+    kwargs = {"max_pixels": 200704, "min_pixels": 3136}
+    ours = await engine.render(messages, kwargs)
+    renderer = engine._llm.renderer
+    _, (served,) = await renderer.render_chat_async([messages], chat_params(kwargs),
+                                                    prompt_extras={"mm_processor_kwargs": kwargs})
+    assert list(ours.prompt_token_ids) == list(served["prompt_token_ids"])
+    assert ours.image_ranges[0].length == served["mm_placeholders"]["image"][0].length
+
+
 async def test_internvl_256_tokens_per_tile(service, engines):
     await check_expansion(service, engines, "tiny-internvl2.5")

@@ -101,27 +101,30 @@ class Engine:
     @property
     def dead(self) -> bool:
         """True once the engine core has died."""
-        return bool(self._llm.errored)
+        return self._llm is None or bool(self._llm.errored)
 
     def running_requests(self) -> int:
         """Requests the engine holds right now (0 when idle)."""
-        return self._llm.get_num_unfinished_requests()
+        return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
 
     async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any]) -> RenderedPrompt:
         """Apply the chat template and run the image processor, as ``vllm serve`` does.
 
-        The steps are those of vLLM's ``render_chat_async``, kept apart so the template's text
-        output (before placeholder expansion) can be shown too.
+        These are the steps of vLLM's ``render_chat_async``, called one by one so the template's
+        text output (before placeholder expansion) can be shown too; the per-request processor
+        kwargs travel with the prompt, as the OpenAI server passes them.
         """
         from vllm.exceptions import VLLMValidationError
-        from vllm.renderers import ChatParams
         from vllm.renderers.hf import resolve_chat_template_content_format
 
         renderer = self._llm.renderer
-        params = ChatParams(mm_processor_kwargs=dict(mm_kwargs) or None)
+        kwargs = dict(mm_kwargs)
         try:
-            conversation, dict_prompt = await renderer.render_messages_async(list(messages), params)
+            conversation, dict_prompt = await renderer.render_messages_async(list(messages), chat_params(kwargs))
+            prompt_text = dict_prompt.get("prompt", "")
             (tok_prompt,) = await renderer.tokenize_prompts_async([dict_prompt], renderer.default_chat_tok_params)
+            if kwargs:  # what render_chat_async's prompt_extras does with the server's mm_processor_kwargs
+                tok_prompt["mm_processor_kwargs"] = kwargs
             engine_input = await renderer.process_for_engine_async(tok_prompt, time.time())
         except (VLLMValidationError, ValueError) as exc:
             raise InputError(f"{self.spec.name}: {exc}") from None
@@ -134,7 +137,7 @@ class Engine:
             model=self.spec.name,
             content_format=content_format,
             conversation=tuple(conversation),
-            prompt=dict_prompt.get("prompt", ""),
+            prompt=prompt_text,
             prompt_token_ids=tuple(engine_input["prompt_token_ids"]),
             image_ranges=tuple(ImageRange(p.offset, p.length) for p in placeholders),
             mm_kwargs=dict(mm_kwargs),
@@ -168,10 +171,23 @@ class Engine:
 
     def shutdown(self) -> None:
         """Stop the engine and wait until its processes have ended."""
+        if self._llm is None:
+            return
         self._llm.shutdown()
+        self._llm = None  # collected now, not at interpreter exit (where vLLM's __del__ fails)
         _, alive = psutil.wait_procs([p for p in _procs(self.child_pids)], timeout=30)
         for proc in alive:
             proc.kill()
+
+
+def chat_params(mm_kwargs: dict[str, Any]) -> Any:
+    """The ``ChatParams`` vLLM's OpenAI server builds for a plain chat request with these kwargs."""
+    from vllm.renderers import ChatParams
+
+    return ChatParams(
+        chat_template_kwargs={"add_generation_prompt": True, "continue_final_message": False, "tokenize": False},
+        mm_processor_kwargs=dict(mm_kwargs) or None,
+    )
 
 
 def _procs(pids: frozenset[int]) -> list[psutil.Process]:
@@ -202,6 +218,10 @@ class EngineManager:
         if name in self._loading:
             return "loading"
         return "ready" if name in self._engines else "not loaded"
+
+    def running_requests(self) -> int:
+        """Requests all running engines hold right now (0 when idle)."""
+        return sum(engine.running_requests() for engine in self._engines.values())
 
     def loaded(self) -> list[str]:
         """Names of the models whose engines are running, least recently used first."""
