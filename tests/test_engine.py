@@ -48,7 +48,7 @@ def internvl_tiles(width: int, height: int, min_num: int = 1, max_num: int = 12)
 
 def image_token_count(rendered, engine) -> int:
     image_id = engine.tokenizer.convert_tokens_to_ids(
-        {"llava": "<image>", "qwen2_5_vl": "<|image_pad|>", "internvl": "<IMG_CONTEXT>", "ovis": "<image>"}[
+        {"llava": "<image>", "qwen2_5_vl": "<|image_pad|>", "internvl": "<IMG_CONTEXT>", "ovis": "<|image_pad|>"}[
             engine.spec.family])
     return sum(1 for t in rendered.prompt_token_ids if t == image_id)
 
@@ -64,6 +64,11 @@ async def ask(service, model: str, image, text="What is in this picture?", **mm_
     return rendered, done
 
 
+def ovis_tokens(partitions: int) -> int:
+    """Ovis2: 256 tokens + 1 indicator per view; a partitioned image adds a whole-image view and an end."""
+    return 259 if partitions == 1 else 257 * (partitions + 1) + 1
+
+
 EXPECTED = {
     # model name -> (image size, mm kwargs, expected image tokens)
     "tiny-llava-1.5": [((640, 480), {}, 576), ((200, 900), {}, 576)],
@@ -76,6 +81,12 @@ EXPECTED = {
         ((640, 480), {}, 256 * internvl_tiles(640, 480)),
         ((448, 448), {}, 256 * internvl_tiles(448, 448)),
         ((1600, 400), {"max_dynamic_patch": 4}, 256 * internvl_tiles(1600, 400, max_num=4)),
+    ],
+    # Ovis2's covering rule picks the fewest partitions covering > 90% of the image: 2x2 for 640x480.
+    "tiny-ovis2": [
+        ((640, 480), {}, ovis_tokens(4)),
+        ((448, 448), {}, ovis_tokens(1)),
+        ((640, 480), {"max_partition": 1}, ovis_tokens(1)),
     ],
 }
 
@@ -165,3 +176,7 @@ async def test_render_equals_the_openai_server_path(service, engines):
 
 async def test_internvl_256_tokens_per_tile(service, engines):
     await check_expansion(service, engines, "tiny-internvl2.5")
+
+
+async def test_ovis_partitions(service, engines):
+    await check_expansion(service, engines, "tiny-ovis2")

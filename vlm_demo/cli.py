@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import atexit
+import json
 import logging
 import os
 import sys
+from pathlib import Path
 
-from .errors import VlmDemoError
+from .errors import InputError, VlmDemoError
 from .registry import Registry, load_registry
 from .settings import Settings
 
@@ -45,6 +48,118 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _stdout_to_stderr():
+    """Send everything written to stdout (vLLM's logs, its engine process) to stderr; return a
+    file on the real stdout for the one JSON object."""
+    sys.stdout.flush()
+    real = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(real, "w")
+
+
+def _request(args: argparse.Namespace, settings: Settings):
+    from .media import load_image
+    from .registry import Sampling
+    from .service import ChatRequest, Turn
+
+    registry = _registry(settings)
+    model = args.model
+    if Path(model).is_dir():
+        spec = registry.spec_for_directory(Path(model), trust_remote_code=args.trust_remote_code,
+                                           max_model_len=args.max_model_len)
+        registry, model = registry.with_model(spec), spec.name
+    try:
+        mm_kwargs = json.loads(args.mm_kwargs) if args.mm_kwargs else {}
+    except ValueError as exc:
+        raise InputError(f"--mm-kwargs is not JSON: {exc}") from None
+    if not isinstance(mm_kwargs, dict):
+        raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
+    images = tuple(load_image(Path(p), settings) for p in args.image or [])
+    spec = registry.get(model)
+    sampling = spec.sampling
+    if getattr(args, "max_tokens", None):
+        sampling = Sampling(**{**sampling.__dict__, "max_tokens": args.max_tokens})
+    request = ChatRequest(model=model, turns=(Turn("user", args.text, images),), system=args.system or "",
+                          mm_kwargs=mm_kwargs, sampling=sampling)
+    return registry, request
+
+
+async def _with_service(registry: Registry, settings: Settings, run):
+    from .engine import EngineManager
+    from .service import ChatService
+
+    engines = EngineManager(settings)
+    try:
+        return await run(ChatService(registry, engines, settings))
+    finally:
+        engines.shutdown_all()
+
+
+def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
+    """Render one request with the engine and print the inspection."""
+    from .inspector import run_length_text, to_json
+
+    registry, request = _request(args, settings)
+    out = _stdout_to_stderr() if args.json else sys.stdout
+    inspection = asyncio.run(_with_service(registry, settings, lambda service: service.inspect(request)))
+    if args.json:
+        out.write(json.dumps(to_json(inspection)) + "\n")
+        out.flush()
+        return 0
+    b = inspection.budget
+    print(f"model: {inspection.model}   content format: {inspection.content_format}")
+    print(f"--- rendered prompt ---\n{inspection.prompt}\n--- expanded tokens ---")
+    print(run_length_text(inspection))
+    print(f"--- budget: {b.total} tokens = {b.image_tokens} image + {b.text_tokens} text, "
+          f"of max_model_len {b.max_model_len}")
+    for im in inspection.images:
+        grid = f" grid {im.grid[0]}x{im.grid[1]}" if im.grid else ""
+        thumb = " + thumbnail" if im.thumbnail else ""
+        print(f"image {im.index}: {im.count} x {im.placeholder!r} token {im.token_id} at "
+              f"[{im.offset}, {im.offset + im.length}) size {im.orig_size} -> {im.processed_size}{grid}{thumb}")
+    return 0
+
+
+def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
+    """Render one request and stream the answer."""
+    from .service import Delta, Done, Failed
+
+    registry, request = _request(args, settings)
+    out = _stdout_to_stderr() if args.json else sys.stdout
+
+    async def run(service):
+        async for event in service.chat(request):
+            if isinstance(event, Failed):
+                raise InputError(event.message)
+            if isinstance(event, Delta) and not args.json:
+                out.write(event.text)
+                out.flush()
+            if isinstance(event, Done):
+                return event
+        return None
+
+    done = asyncio.run(_with_service(registry, settings, run))
+    if args.json:
+        out.write(json.dumps({"model": request.model, "text": done.answer, "num_tokens": done.num_tokens,
+                              "ttft_s": done.ttft_s, "tokens_per_s": done.tokens_per_s,
+                              "finish_reason": done.finish_reason}) + "\n")
+    else:
+        out.write(f"\n[{done.num_tokens} tokens, ttft {done.ttft_s:.3f} s, {done.tokens_per_s:.1f} tokens/s]\n")
+    out.flush()
+    return 0
+
+
+def _add_request_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="registry name, or a local model directory")
+    parser.add_argument("--image", action="append", help="image file (repeat for several)")
+    parser.add_argument("--text", required=True, help="the question")
+    parser.add_argument("--system", help="system prompt")
+    parser.add_argument("--mm-kwargs", help='image-processor kwargs as JSON, e.g. \'{"max_pixels": 401408}\'')
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--trust-remote-code", action="store_true", help="for a local model directory")
+    parser.add_argument("--max-model-len", type=int, help="for a local model directory")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m vlm_demo", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -53,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
     models = sub.add_parser("models", help="list the models of models.yaml")
     models.set_defaults(func=cmd_models)
+    inspect = sub.add_parser("inspect", help="show the rendered prompt and the image-token expansion")
+    _add_request_args(inspect)
+    inspect.set_defaults(func=cmd_inspect)
+    chat = sub.add_parser("chat", help="stream an answer (with --json: one object at the end)")
+    _add_request_args(chat)
+    chat.add_argument("--max-tokens", type=int, help="most tokens to generate")
+    chat.set_defaults(func=cmd_chat)
     return parser
 
 
@@ -64,13 +186,18 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    if args.command in ("inspect", "chat"):
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # before vLLM is imported
+    logging.basicConfig(level=logging.WARNING if args.command != "serve" else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args, Settings.from_env())
     except VlmDemoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 def serve_main(argv: list[str] | None = None) -> int:

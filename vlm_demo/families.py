@@ -13,22 +13,35 @@ class Family:
     """Key used in ``models.yaml`` (``family:``)."""
     title: str
     """Human name of the family."""
+    model_type: str
+    """``model_type`` in a checkpoint's config.json (to recognise a local model directory)."""
     image_token: str
     """The token that fills an image's placeholder range after expansion."""
+    placeholder: str
+    """Text standing for one image in the chat template's output, before expansion."""
     slider_kwargs: frozenset[str]
     """Image-processor kwargs a slider may set per request."""
     cache_sizing_kwargs: frozenset[str]
     """Kwargs whose largest slider value the engine must start with (it sizes its encoder cache)."""
+    center_crop: bool = False
+    """The processor center-crops to a square (the picture shows the crop)."""
 
 
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
-        Family("llava", "LLaVA-1.5", "<image>", frozenset(), frozenset()),
-        Family("qwen2_5_vl", "Qwen2.5-VL", "<|image_pad|>",
+        Family("llava", "LLaVA-1.5", "llava", "<image>", "<image>", frozenset(), frozenset(),
+               center_crop=True),
+        Family("qwen2_5_vl", "Qwen2.5-VL", "qwen2_5_vl",
+               "<|image_pad|>", "<|vision_start|><|image_pad|><|vision_end|>",
                frozenset({"min_pixels", "max_pixels"}), frozenset({"max_pixels"})),
-        Family("internvl", "InternVL2.5", "<IMG_CONTEXT>",
+        Family("internvl", "InternVL2.5", "internvl_chat", "<IMG_CONTEXT>", "<image>",
                frozenset({"min_dynamic_patch", "max_dynamic_patch"}), frozenset({"max_dynamic_patch"})),
-        Family("ovis", "Ovis2", "<image>", frozenset({"max_partition"}), frozenset({"max_partition"})),
+        Family("ovis", "Ovis2", "ovis", "<|image_pad|>", "<image>", frozenset({"max_partition"}), frozenset({"max_partition"})),
     )
 }
+
+
+def family_of_model_type(model_type: str) -> Family | None:
+    """The family whose checkpoints have this config.json ``model_type``."""
+    return next((f for f in FAMILIES.values() if f.model_type == model_type), None)

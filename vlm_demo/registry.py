@@ -6,7 +6,10 @@ the file, the model and the key.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass as std_dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -15,7 +18,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from pydantic.dataclasses import dataclass
 
 from .errors import RegistryError, UnknownModelError
-from .families import FAMILIES
+from .families import FAMILIES, family_of_model_type
 
 _STRICT = ConfigDict(extra="forbid")
 RANDOM_WEIGHTS = "random weights"
@@ -188,6 +191,34 @@ class Registry:
     def with_model(self, spec: ModelSpec) -> "Registry":
         """A copy with ``spec`` added (a local model directory given on the command line)."""
         return Registry(self.path, (*[m for m in self.models if m.name != spec.name], spec))
+
+    def spec_for_directory(self, directory: Path, *, trust_remote_code: bool = False,
+                           max_model_len: int | None = None) -> ModelSpec:
+        """A spec for a local model directory, as ``vllm serve DIR`` takes one.
+
+        The family comes from config.json; engine arguments and sliders from this registry's model
+        of that family (a tiny one when the directory has no weight files: those load with random
+        weights, vLLM's dummy format).
+        """
+        config_file = directory / "config.json"
+        try:
+            model_type = json.loads(config_file.read_text()).get("model_type", "")
+        except (OSError, ValueError) as exc:
+            raise RegistryError(f"{directory}: not a model directory (config.json: {exc})") from None
+        family = family_of_model_type(model_type)
+        if family is None:
+            raise RegistryError(f"{directory}: model_type {model_type!r} is not a supported family")
+        has_weights = any(directory.glob("*.safetensors")) or any(directory.glob("*.bin"))
+        same_family = [m for m in self.models if m.family == family.name]
+        template = next((m for m in same_family if m.tiny != has_weights), same_family[0] if same_family else None)
+        base = template.engine_args if template else EngineArgs()
+        engine_args = replace(base, trust_remote_code=trust_remote_code,
+                              max_model_len=max_model_len or base.max_model_len,
+                              load_format=None if has_weights else "dummy")
+        name = re.sub(r"[^A-Za-z0-9._-]", "-", directory.resolve().name) or "local"
+        return ModelSpec(name=name, label=f"{directory}", family=family.name, path=str(directory.resolve()),
+                         engine_args=engine_args, sliders=template.sliders if template else (),
+                         sampling=template.sampling if template else Sampling())
 
 
 def _where(loc: tuple[object, ...]) -> str:

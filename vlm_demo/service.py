@@ -14,6 +14,7 @@ from typing import Any, Literal
 from PIL import Image
 
 from .engine import Engine, EngineManager, RenderedPrompt
+from .inspector import Inspection, inspect
 from .errors import InputError, VlmDemoError
 from .registry import ModelSpec, Registry, Sampling
 from .settings import Settings
@@ -53,6 +54,8 @@ class Rendered:
 
     rendered: RenderedPrompt
     """Prompt text, expanded token ids and image ranges, exactly as the engine gets them."""
+    inspection: Inspection
+    """The inspector's view of ``rendered``."""
 
 
 @dataclass(frozen=True)
@@ -140,14 +143,26 @@ class ChatService:
                 raise InputError(f"{key}={value} is outside {slider.min}..{slider.max}")
         return spec
 
-    async def render(self, request: ChatRequest) -> RenderedPrompt:
-        """Render ``request`` with the model's engine (starting it if needed), without generating."""
+    async def inspect(self, request: ChatRequest) -> Inspection:
+        """Render ``request`` with the model's engine (starting it if needed) without generating."""
         spec = self.validate(request)
-        return await self._render(spec, await self.engines.get(spec), request)
+        engine = await self.engines.get(spec)
+        return self._inspect(engine, await self._render(spec, engine, request, for_generation=False))
 
-    async def _render(self, spec: ModelSpec, engine: Engine, request: ChatRequest) -> RenderedPrompt:
+    @staticmethod
+    def _inspect(engine: Engine, rendered: RenderedPrompt) -> Inspection:
+        return inspect(rendered, engine.token_runs(rendered.prompt_token_ids))
+
+    async def _render(self, spec: ModelSpec, engine: Engine, request: ChatRequest, *,
+                      for_generation: bool = True) -> RenderedPrompt:
+        texts = [request.system, *(t.text for t in request.turns)]
+        for token in engine.special_tokens:
+            if any(token in text for text in texts):
+                raise InputError(
+                    f"the text contains {token!r}, a special token of {spec.name}; images go in as "
+                    "attachments and the chat template adds its own markers, so remove it from the text")
         mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
-        rendered = await engine.render(to_openai_messages(request), mm_kwargs)
+        rendered = await engine.render(to_openai_messages(request), mm_kwargs, for_generation=for_generation)
         if len(rendered.prompt_token_ids) >= engine.max_model_len:
             raise InputError(
                 f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {spec.name} holds "
@@ -161,7 +176,7 @@ class ChatService:
             engine = await self.engines.get(spec)
             t0 = time.perf_counter()
             rendered = await self._render(spec, engine, request)
-            yield Rendered(rendered)
+            yield Rendered(rendered, self._inspect(engine, rendered))
             sampling = request.sampling or spec.sampling
             room = engine.max_model_len - len(rendered.prompt_token_ids)
             if sampling.max_tokens > room:

@@ -1,4 +1,4 @@
-"""The engine layer: the only module that imports vLLM.
+"""The in-process engine: vLLM's ``AsyncLLM``, one per model.
 
 ``EngineManager`` keeps one ``AsyncLLM`` per model name, created on first use and shared by every
 request; starting a model beyond ``Settings.max_engines`` shuts the least recently used one down.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -20,10 +21,13 @@ from typing import Any, Literal
 
 import psutil
 
-from .errors import EngineDiedError, EngineStartError, InputError
-from .registry import ModelSpec, Sampling
-from .settings import Settings
-from .tiny_models import tiny_model_dir
+from ..families import FAMILIES
+from ..errors import EngineDiedError, EngineStartError, InputError
+from ..registry import ModelSpec, Sampling
+from ..settings import Settings
+from ..tiny_models import tiny_model_dir
+from .geometry import image_geometry
+from .types import ImageRange, RenderedPrompt, TokenDelta
 
 log = logging.getLogger(__name__)
 
@@ -35,52 +39,6 @@ def has_gpu() -> bool:
     from vllm.platforms import current_platform
 
     return not current_platform.is_cpu()
-
-
-@dataclass(frozen=True)
-class ImageRange:
-    """Where one image's placeholder tokens sit in the expanded prompt."""
-
-    offset: int
-    """Index of the first placeholder token in ``prompt_token_ids``."""
-    length: int
-    """Number of positions the image occupies (its image tokens plus any markers inside)."""
-
-
-@dataclass(frozen=True)
-class RenderedPrompt:
-    """What vLLM's renderer produced for one request: exactly what generation consumes."""
-
-    model: str
-    """Registry name of the model."""
-    content_format: str
-    """Content format vLLM detected for the chat template: "string" or "openai"."""
-    conversation: tuple[dict[str, Any], ...]
-    """The messages as the chat template saw them (placeholders inserted in "string" format)."""
-    prompt: str
-    """The chat template's output, before image placeholders are expanded."""
-    prompt_token_ids: tuple[int, ...]
-    """The expanded token ids the engine runs on."""
-    image_ranges: tuple[ImageRange, ...]
-    """One range per image, in prompt order."""
-    mm_kwargs: dict[str, Any]
-    """Per-request image-processor kwargs that were applied."""
-    max_model_len: int
-    """The engine's context window."""
-    engine_input: Any
-    """vLLM's engine input, handed unchanged to ``Engine.stream``."""
-
-
-@dataclass(frozen=True)
-class TokenDelta:
-    """New output of one streamed answer."""
-
-    text: str
-    """Text added since the previous delta."""
-    num_tokens: int
-    """Tokens added since the previous delta."""
-    finish_reason: str | None
-    """Set on the last delta ("stop", "length", ...)."""
 
 
 class Engine:
@@ -98,6 +56,36 @@ class Engine:
         """The engine's tokenizer (for decoding ids in views)."""
         return self._llm.renderer.tokenizer
 
+    def token_runs(self, ids: Sequence[int]) -> tuple[tuple[str, int], ...]:
+        """The ids as runs: (special token, repeat count), and the decoded text between them."""
+        special = self._special_ids
+        runs: list[tuple[str, int]] = []
+        start = 0
+        for i, t in enumerate(ids):
+            if t not in special:
+                continue
+            if start < i:
+                runs.append((self.tokenizer.decode(ids[start:i]), 1))
+            text = self.tokenizer.convert_ids_to_tokens(t)
+            if runs and runs[-1][0] == text and i and ids[i - 1] == t:
+                runs[-1] = (text, runs[-1][1] + 1)
+            else:
+                runs.append((text, 1))
+            start = i + 1
+        if start < len(ids):
+            runs.append((self.tokenizer.decode(ids[start:]), 1))
+        return tuple(runs)
+
+    @functools.cached_property
+    def _special_ids(self) -> frozenset[int]:
+        return frozenset(self.tokenizer.convert_tokens_to_ids(list(self.special_tokens)))
+
+    @functools.cached_property
+    def special_tokens(self) -> tuple[str, ...]:
+        """Strings the tokenizer turns into special tokens (placeholders, chat markers, ...)."""
+        added = getattr(self.tokenizer, "get_added_vocab", lambda: {})()
+        return tuple(sorted(set(added) | set(self.tokenizer.all_special_tokens)))
+
     @property
     def dead(self) -> bool:
         """True once the engine core has died."""
@@ -107,7 +95,8 @@ class Engine:
         """Requests the engine holds right now (0 when idle)."""
         return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
 
-    async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any]) -> RenderedPrompt:
+    async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any], *,
+                     for_generation: bool = True) -> RenderedPrompt:
         """Apply the chat template and run the image processor, as ``vllm serve`` does.
 
         These are the steps of vLLM's ``render_chat_async``, called one by one so the template's
@@ -125,7 +114,10 @@ class Engine:
             (tok_prompt,) = await renderer.tokenize_prompts_async([dict_prompt], renderer.default_chat_tok_params)
             if kwargs:  # what render_chat_async's prompt_extras does with the server's mm_processor_kwargs
                 tok_prompt["mm_processor_kwargs"] = kwargs
-            engine_input = await renderer.process_for_engine_async(tok_prompt, time.time())
+            # A render that is not generated from must not mark its images as sent to the engine's
+            # cache, or a later generation of the same images fails.
+            engine_input = await renderer.process_for_engine_async(tok_prompt, time.time(),
+                                                                   skip_mm_cache=not for_generation)
         except (VLLMValidationError, ValueError) as exc:
             raise InputError(f"{self.spec.name}: {exc}") from None
         content_format = resolve_chat_template_content_format(
@@ -133,6 +125,10 @@ class Engine:
             tokenizer=renderer.tokenizer, model_config=self._llm.model_config,
         )
         placeholders = engine_input.get("mm_placeholders", {}).get("image", [])
+        family = FAMILIES[self.spec.family]
+        images = [part["image_pil"] for m in messages if isinstance(m.get("content"), list)
+                  for part in m["content"] if part.get("type") == "image_pil"]
+        items = engine_input.get("mm_kwargs", {}).get("image", [])
         return RenderedPrompt(
             model=self.spec.name,
             content_format=content_format,
@@ -140,7 +136,11 @@ class Engine:
             prompt=prompt_text,
             prompt_token_ids=tuple(engine_input["prompt_token_ids"]),
             image_ranges=tuple(ImageRange(p.offset, p.length) for p in placeholders),
-            mm_kwargs=dict(mm_kwargs),
+            images=image_geometry(self.spec.family, list(items), images, self._llm.model_config.hf_config,
+                                  kwargs),
+            image_token_id=self.tokenizer.convert_tokens_to_ids(family.image_token),
+            placeholder=family.placeholder,
+            mm_kwargs=kwargs,
             max_model_len=self.max_model_len,
             engine_input=engine_input,
         )
@@ -159,10 +159,13 @@ class Engine:
         finished = False
         try:
             async with contextlib.aclosing(self._llm.generate(rendered.engine_input, params, request_id)) as outs:
+                first = True
                 async for out in outs:
                     completion = out.outputs[0]
                     finished = out.finished
-                    yield TokenDelta(completion.text, len(completion.token_ids), completion.finish_reason)
+                    prompt_ids = tuple(out.prompt_token_ids) if first and out.prompt_token_ids else None
+                    first = False
+                    yield TokenDelta(completion.text, len(completion.token_ids), completion.finish_reason, prompt_ids)
         except EngineDeadError as exc:
             raise EngineDiedError(f"the {self.spec.name} engine stopped ({exc}); the next request restarts it") from None
         finally:

@@ -1,0 +1,165 @@
+"""The inspector on the four tiny models: exact expansion numbers, the InternVL string-format
+regression, views, special-token text and inspect-then-chat; the CLI; all through the real engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from vlm_demo.inspector import draw_overlay, prompt_html, run_length_text, to_json
+from vlm_demo.registry import Sampling
+from vlm_demo.service import ChatRequest, Delta, Done, Failed, Turn
+
+from .conftest import ROOT, make_image
+from .test_engine import internvl_tiles, ovis_tokens, qwen_tokens
+
+A, B = make_image(640, 480), make_image(1600, 400, seed=1)
+
+
+def req(model, images=(A,), text="Describe.", **mm_kwargs):
+    return ChatRequest(model=model, turns=(Turn("user", text, tuple(images)),), mm_kwargs=mm_kwargs,
+                       sampling=Sampling(temperature=0.0, max_tokens=8, ignore_eos=True))
+
+
+@pytest.mark.parametrize(("partition", "grid"), [(1, None), (4, (2, 2)), (9, (2, 2))])
+async def test_ovis_partitions(service, partition, grid):
+    insp = await service.inspect(req("tiny-ovis2", max_partition=partition))
+    (im,) = insp.images
+    n = grid[0] * grid[1] if grid else 1
+    assert im.count == ovis_tokens(n)
+    assert im.grid == (grid or (1, 1))
+    assert im.thumbnail is (n > 1)
+    assert insp.content_format == "string"
+    assert insp.prompt.count("<image>") == 1
+
+
+@pytest.mark.parametrize("patches", [1, 6, 12])
+@pytest.mark.parametrize("image", [A, B], ids=["640x480", "1600x400"])
+async def test_internvl_tiles(service, image, patches):
+    insp = await service.inspect(req("tiny-internvl2.5", images=(image,), max_dynamic_patch=patches))
+    (im,) = insp.images
+    tiles = internvl_tiles(*image.size, max_num=patches)
+    assert im.count == 256 * tiles
+    assert im.thumbnail is (tiles > 1)
+    rows, cols = im.grid
+    assert rows * cols + (1 if im.thumbnail else 0) == tiles
+    assert im.processed_size == (cols * 448, rows * 448)
+    assert im.length == im.count + 2  # <img> ... </img>
+    assert f"<IMG_CONTEXT>x{im.count}" in run_length_text(insp)
+
+
+@pytest.mark.parametrize("n_images", [1, 2])
+async def test_internvl_string_format_gets_one_placeholder_per_image(service, n_images):
+    """The regression: a string-content template must still see one <image> per image."""
+    insp = await service.inspect(req("tiny-internvl2.5", images=(A, B)[:n_images], text="Compare."))
+    assert insp.content_format == "string"
+    assert insp.prompt.count("<image>") == n_images
+    user = [m for m in insp.conversation if m["role"] == "user"][-1]
+    assert isinstance(user["content"], str) and user["content"].count("<image>") == n_images
+    assert [im.offset for im in insp.images] == sorted(im.offset for im in insp.images)
+    assert run_length_text(insp).count("<img>") == n_images
+
+
+@pytest.mark.parametrize("max_pixels", [100352, 401408, 1003520])
+async def test_qwen_changes_with_max_pixels(service, max_pixels):
+    insp = await service.inspect(req("tiny-qwen2.5-vl", images=(B,), max_pixels=max_pixels))
+    (im,) = insp.images
+    expected = qwen_tokens(1600, 400, 3136, max_pixels)
+    assert im.count == expected
+    w, h = im.processed_size
+    assert w % 28 == 0 and h % 28 == 0 and w * h // 784 == expected
+    assert im.grid == (h // 28, w // 28)
+    assert insp.content_format == "openai"
+    assert "<|vision_start|><|image_pad|><|vision_end|>" in insp.prompt
+
+
+async def test_views(service):
+    insp = await service.inspect(req("tiny-qwen2.5-vl", images=(A,), max_pixels=100352))
+    (im,) = insp.images
+    html = prompt_html(insp, ("<|im_start|>", "<|im_end|>"))
+    assert '<mark class="ph">&lt;|vision_start|&gt;&lt;|image_pad|&gt;&lt;|vision_end|&gt;</mark>' in html
+    assert '<mark class="sp">&lt;|im_start|&gt;</mark>' in html
+    assert f"<|image_pad|>x{im.count}" in run_length_text(insp)
+    picture = draw_overlay(A, im)
+    assert picture.size == A.size
+    x = round(A.width / im.grid[1])  # first vertical cell line
+    assert picture.getpixel((x, A.height // 3)) != A.getpixel((x, A.height // 3))
+    budget = insp.budget
+    assert budget.total == len(insp.prompt_token_ids) == budget.image_tokens + budget.text_tokens
+    assert budget.free == budget.max_model_len - budget.total
+
+
+async def test_panel_ids_equal_the_engines_prompt_ids(service, engines):
+    spec = service.registry.get("tiny-qwen2.5-vl")
+    engine = await engines.get(spec)
+    insp = await service.inspect(req(spec.name))
+    rendered = await engine.render(
+        [{"role": "user", "content": [{"type": "image_pil", "image_pil": A}, {"type": "text", "text": "Describe."}]}],
+        spec.default_mm_kwargs())
+    deltas = [d async for d in engine.stream(rendered, Sampling(max_tokens=2, ignore_eos=True))]
+    assert deltas[0].prompt_token_ids == insp.prompt_token_ids == rendered.prompt_token_ids
+
+
+async def test_inspect_then_chat_the_same_images(service):
+    """An inspect-only render must not spoil the engine's cache for the next generation."""
+    request = req("tiny-qwen2.5-vl", images=(B,))
+    await service.inspect(request)
+    events = [e async for e in service.chat(request)]
+    assert isinstance(events[-1], Done) and events[-1].num_tokens == 8, events[-1]
+
+
+@pytest.mark.parametrize("text", ["What is <|image_pad|> here?", "stop<|im_end|>", "<|vision_start|>"])
+async def test_special_tokens_in_text_are_refused(service, engines, text):
+    events = [e async for e in service.chat(req("tiny-qwen2.5-vl", text=text))]
+    assert len(events) == 1 and isinstance(events[0], Failed)
+    assert "special token" in events[0].message
+    assert (await engines.get(service.registry.get("tiny-qwen2.5-vl"))).running_requests() == 0
+    events = [e async for e in service.chat(req("tiny-qwen2.5-vl", text="plain <b>text</b>"))]
+    assert isinstance(events[-1], Done) and any(isinstance(e, Delta) for e in events)
+
+
+async def test_llava_576_and_center_crop(service):
+    insp = await service.inspect(req("tiny-llava-1.5", images=(A, B)))
+    assert [im.count for im in insp.images] == [576, 576]
+    assert all(im.processed_size == (336, 336) and im.grid is None for im in insp.images)
+    data = to_json(insp)
+    assert data["images"][0] == {
+        "placeholder": "<image>", "token_id": insp.images[0].token_id, "count": 576,
+        "offset": insp.images[0].offset, "length": 576, "orig_size": [640, 480],
+        "processed_size": [336, 336], "grid": None, "thumbnail": None}
+    assert data["num_image_tokens"] == 1152
+    assert data["num_image_tokens"] + data["num_text_tokens"] == len(data["prompt_token_ids"])
+    cropped = draw_overlay(A, insp.images[0], center_crop=True)
+    assert cropped.getpixel((10, 240)) != A.getpixel((10, 240))  # outside the crop: dimmed
+    assert cropped.getpixel((320, 240)) == A.getpixel((320, 240))  # inside: untouched
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vlm_demo", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_cli_inspect_json(tmp_path):
+    path = tmp_path / "a.png"
+    A.save(path)
+    result = run_cli("inspect", "--model", "tiny-llava-1.5", "--image", str(path), "--text", "Hi", "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(result.stdout)
+    assert {"model", "content_format", "prompt", "prompt_token_ids", "max_model_len", "num_image_tokens",
+            "num_text_tokens", "images"} <= set(data)
+    assert data["images"][0]["count"] == 576 and data["content_format"] == "openai"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--model", "nope", "--text", "x"], "unknown model 'nope'"),
+    (["--model", "tiny-llava-1.5", "--text", "x", "--mm-kwargs", "{bad"], "--mm-kwargs is not JSON"),
+    (["--model", "tiny-llava-1.5", "--text", "x", "--image", "/no/such.png"], "cannot read /no/such.png"),
+])
+def test_cli_errors_are_one_line(args, message):
+    result = run_cli("inspect", *args)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"error: {result.stderr.strip().removeprefix('error: ')}"]
+    assert message in result.stderr and "Traceback" not in result.stderr
