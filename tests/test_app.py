@@ -1,19 +1,26 @@
-"""The real Gradio app with a tiny model, driven through its HTTP API with gradio_client."""
+"""The real Gradio app with tiny models, driven through its HTTP API with gradio_client:
+streaming with the three panels, Stop, inspect-only sliders, model switching and its policy."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
+import time
 
 import pytest
 from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
 
 from vlm_demo.engine import EngineManager
 from vlm_demo.service import ChatService
-from vlm_demo.ui import build_app
+from vlm_demo.ui import build_app, launch_kwargs
 
 from .conftest import ARTIFACTS, make_image
 
-MODEL = "tiny-llava-1.5"
+MODEL, OTHER = "tiny-qwen2.5-vl", "tiny-llava-1.5"
+CHROMIUM = "/usr/bin/chromium"
+CHAT_OUTPUTS = ["prompt", "runs", "table", "gallery", "budget", "chat", "stats", "box", "engine_state",
+                "export_json", "export_curl", "export_py"]
 
 
 def free_port() -> int:
@@ -23,41 +30,159 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def app(registry, settings, tmp_path_factory, monkeypatch_module):
-    monkeypatch_module.setenv("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
-    engines = EngineManager(settings)
-    demo = build_app(ChatService(registry, engines, settings), default_model=MODEL)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{port}/", engines
-    demo.close()
-    engines.shutdown_all()
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
+def app(registry, settings, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
-        yield mp
+        mp.setenv("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
+        app_settings = dataclasses.replace(settings, switch_wait_s=1.0)
+        engines = EngineManager(app_settings)
+        demo = build_app(ChatService(registry, engines, app_settings), default_model=MODEL)
+        port = free_port()
+        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                    **launch_kwargs())
+        yield f"http://127.0.0.1:{port}/", engines, registry
+        demo.close()
+        engines.shutdown_all()
 
 
 @pytest.fixture(scope="module")
 def picture():
     path = ARTIFACTS / "app-test.png"
-    make_image(640, 480).save(path)
+    make_image(1600, 400).save(path)
     return path
 
 
-def test_answers_a_question_about_an_uploaded_image(app, picture):
-    url, engines = app
+def slider_values(registry, model: str, **overrides) -> list[int]:
+    kwargs = sorted({s.kwarg for spec in registry.models for s in spec.sliders})
+    own = registry.get(model).default_mm_kwargs()
+    return [overrides.get(k, own.get(k, 0)) for k in kwargs]
+
+
+def chat_args(registry, picture, model=MODEL, text="What is in this picture?", max_tokens=24, seed=7, **sliders):
+    message = {"text": text, "files": [handle_file(str(picture))]}
+    return [message, [], model, "", 0.7, 0.9, max_tokens, seed, *slider_values(registry, model, **sliders)]
+
+
+def named(outputs) -> dict:
+    return dict(zip(CHAT_OUTPUTS, outputs, strict=True))
+
+
+def test_streams_an_answer_with_the_three_panels(app, picture):
+    url, engines, registry = app
     client = Client(url, verbose=False)
-    job = client.submit({"text": "What is in this picture?", "files": [handle_file(str(picture))]}, [],
-                        MODEL, "", api_name="/chat")
-    outputs = list(job)
-    history, prompt, expansion, stats, *_ = job.result()
-    assert len(outputs) >= 3, "the answer should stream in several updates"
-    assert prompt.startswith("USER: <image>\nWhat is in this picture?")
-    assert "576 tokens" in expansion
-    assert history[-1]["role"] == "assistant" and history[-1]["content"]
-    assert "tokens/s" in stats
-    assert engines.loaded() == [MODEL]
+    job = client.submit(*chat_args(registry, picture), api_name="/chat")
+    updates = list(job)
+    out = named(job.result())
+    assert len(updates) >= 3, "the answer should stream in several updates"
+    assert "content format: <b>openai</b>" in out["prompt"]
+    assert "&lt;|vision_start|&gt;&lt;|image_pad|&gt;&lt;|vision_end|&gt;" in out["prompt"]
+    assert "<|image_pad|>x" in out["runs"]
+    rows = out["table"]["data"]
+    assert len(rows) == 1 and rows[0][3] > 0  # image tokens
+    assert len(out["gallery"]) == 1
+    assert "tokens: image" in out["budget"]
+    assert out["chat"][-1]["role"] == "assistant" and out["chat"][-1]["content"]
+    assert "tokens/s" in out["stats"] and "time to first token" in out["stats"]
+    assert '"mm_processor_kwargs"' in out["export_json"] and "--trust-request-mm-kwargs" in out["export_curl"]
     assert engines.running_requests() == 0
+
+
+def test_stop_aborts_the_engine_request(app, picture):
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    job = client.submit(*chat_args(registry, picture, max_tokens=2048, seed=1), api_name="/chat")
+    deadline = time.monotonic() + 120
+    while engines.running_requests() == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engines.running_requests() == 1, "generation should be running"
+    time.sleep(0.3)
+    job.cancel()
+    deadline = time.monotonic() + 15
+    while engines.running_requests() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert engines.running_requests() == 0
+
+
+def test_inspect_only_follows_the_slider(app, picture):
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    message = {"text": "Count the shops.", "files": [handle_file(str(picture))]}
+    counts = []
+    for max_pixels in (100352, 401408):
+        out = client.predict(message, MODEL, "", *slider_values(registry, MODEL, max_pixels=max_pixels),
+                             api_name="/inspect")
+        counts.append(out[2]["data"][0][3])
+    assert counts[0] < counts[1]
+
+
+def test_bad_upload_is_a_clear_error_and_nothing_breaks(app, tmp_path, picture):
+    url, engines, registry = app
+    fake = tmp_path / "notes.png"
+    fake.write_text("this is not an image")
+    client = Client(url, verbose=False)
+    args = chat_args(registry, fake)
+    with pytest.raises(AppError, match="not an image"):
+        client.predict(*args, api_name="/chat")
+    out = named(client.predict(*chat_args(registry, picture), api_name="/chat"))
+    assert out["chat"][-1]["content"]
+
+
+def test_in_a_real_browser(app, picture):
+    """Chromium (Debian's, headless): upload, ask, watch the answer stream, move a slider."""
+    from playwright.sync_api import sync_playwright
+
+    url, engines, registry = app
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        page = browser.new_page(viewport={"width": 1600, "height": 1100})
+        page.goto(url)
+        page.locator("#question input[type=file]").set_input_files(str(picture))
+        page.locator("#question textarea").fill("What is written on the signs?")
+        page.wait_for_timeout(500)
+        page.locator("#question textarea").press("Enter")
+        bot = page.locator("#chat .bot").last
+        bot.wait_for(timeout=120_000)
+        lengths = []
+        for _ in range(40):
+            lengths.append(len(bot.inner_text()))
+            if page.locator("#stats").inner_text().find("tokens/s") >= 0:
+                break
+            page.wait_for_timeout(100)
+        assert lengths[-1] > 0 and len(set(lengths)) > 1, f"answer did not stream: {lengths}"
+        page.wait_for_function("document.querySelector('#stats').innerText.includes('tokens/s')", timeout=60_000)
+        before = page.locator("#budget-text").inner_text()
+        track = page.locator("#slider-max_pixels input[type=range]")
+        box = track.bounding_box()
+        page.mouse.click(box["x"] + box["width"] * 0.05, box["y"] + box["height"] / 2)
+        page.wait_for_function(
+            "b => document.querySelector('#budget-text').innerText !== b", arg=before, timeout=60_000)
+        after = page.locator("#budget-text").inner_text()
+        assert after != before
+        page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
+        browser.close()
+
+
+def test_switch_waits_for_other_users_then_refuses(app, picture):
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    job = client.submit(*chat_args(registry, picture, max_tokens=2048, seed=1), api_name="/chat")
+    deadline = time.monotonic() + 60
+    while engines.running_requests() == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(AppError, match="cannot switch to tiny-llava-1.5 now"):
+        Client(url, verbose=False).predict(OTHER, api_name="/load_model")
+    assert engines.loaded() == [MODEL]
+    job.cancel()
+
+
+def test_switching_models(app, picture):
+    url, engines, registry = app
+    deadline = time.monotonic() + 15
+    while engines.running_requests() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    client = Client(url, verbose=False)
+    state = client.predict(OTHER, api_name="/load_model")
+    assert "Tiny LLaVA-1.5" in state and "ready" in state and "random weights" in state
+    assert engines.loaded() == [OTHER]
+    out = named(client.predict(*chat_args(registry, picture, model=OTHER), api_name="/chat"))
+    assert out["table"]["data"][0][3] == 576

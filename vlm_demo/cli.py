@@ -34,7 +34,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """Serve the Gradio page."""
     from .engine import EngineManager, has_gpu
     from .service import ChatService
-    from .ui import build_app
+    from .ui import build_app, launch_kwargs
 
     registry = _registry(settings)
     name = args.model or os.environ.get("VLM_DEMO_MODEL") or registry.default(has_gpu()).name
@@ -44,7 +44,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     demo = build_app(ChatService(registry, engines, settings), default_model=name)
     host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
-    demo.launch(server_name=host, server_port=port)
+    demo.launch(server_name=host, server_port=port, **launch_kwargs())
     return 0
 
 

@@ -17,6 +17,10 @@ class EngineStartError(VlmDemoError):
     """The engine for a model could not be started (bad path, not enough memory, ...)."""
 
 
+class EngineBusyError(VlmDemoError):
+    """A model switch was refused: the running engine still serves other users."""
+
+
 class EngineDiedError(VlmDemoError):
     """The engine stopped during a request; the next request starts a fresh one."""
 

@@ -41,6 +41,10 @@ class Settings:
     """Chat requests the UI lets run at once on one engine (vLLM batches them)."""
     queue_max_size: int = 32
     """Requests the UI queue holds before it answers "busy"."""
+    ui_update_interval_s: float = 0.05
+    """Shortest time between two streamed UI updates (the first token shows at once)."""
+    switch_wait_s: float = 30.0
+    """How long a model switch waits for the running engine's requests to finish before refusing."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":

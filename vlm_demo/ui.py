@@ -1,109 +1,302 @@
 """The Gradio UI: the only module that imports gradio.
 
-It turns user input into a ``ChatRequest``, runs ``ChatService.chat`` and renders its events.
+It turns user input into a ``ChatRequest``, runs the chat service and renders its events into
+three side-by-side panels: the rendered prompt, the placeholder expansion and the chat.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import time
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
-from .engine import RenderedPrompt
 from .errors import VlmDemoError
+from .export import chat_completions_body, curl_command, python_snippet, serve_command
+from .families import FAMILIES
+from .inspector import Inspection, draw_overlay, prompt_html, run_length_text
 from .media import load_image
+from .registry import Sampling
 from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+TABLE_HEADERS = ["image", "placeholder", "token id", "count", "range", "size", "processed", "grid", "thumbnail"]
+CSS = """
+.prompt { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 12px; max-height: 420px;
+          overflow: auto; margin: 0; }
+mark.ph { background: #ffd54f; color: #000; } mark.sp { background: #cfd8dc; color: #000; }
+.budget { display: flex; height: 18px; border-radius: 4px; overflow: hidden; background: #e8f5e9; }
+.budget .img { background: #ff7043; } .budget .txt { background: #42a5f5; }
+"""
+EXAMPLES = [
+    ("wide-street.png", "How many tiles does this wide image become, and what is written on the signs?"),
+    ("bar-chart.png", "Which quarter had the highest sales, and by how much?"),
+]
 
 
 def _state_text(service: ChatService, name: str) -> str:
     spec = service.registry.get(name)
-    state = service.engines.state(name)
-    note = " · answers are noise: random weights" if spec.random_weights else ""
-    return f"**{spec.display_label}** — engine: {state}{note}"
+    note = " · **random weights**: answers are noise, prompts and token counts are real" if spec.random_weights else ""
+    return f"{spec.display_label} — engine: **{service.engines.state(name)}**{note}"
 
 
-def expansion_markdown(rendered: RenderedPrompt) -> str:
-    """A short summary of how each image became tokens and how much context is used."""
-    n_total = len(rendered.prompt_token_ids)
-    n_image = sum(r.length for r in rendered.image_ranges)
-    rows = [f"content format: `{rendered.content_format}` · prompt tokens: {n_total:,} "
-            f"(image {n_image:,}, text {n_total - n_image:,}) of {rendered.max_model_len:,}"]
-    for i, r in enumerate(rendered.image_ranges, 1):
-        rows.append(f"- image {i}: {r.length} tokens at [{r.offset}, {r.offset + r.length})")
-    return "\n".join(rows)
+def budget_html(inspection: Inspection) -> str:
+    """A bar: image tokens, text tokens and free context of max_model_len."""
+    b = inspection.budget
+    pct = (lambda n: 100 * n / b.max_model_len) if b.max_model_len else (lambda n: 0)
+    return (f'<div class="budget" title="image {b.image_tokens}, text {b.text_tokens}, free {b.free}">'
+            f'<div class="img" style="width:{pct(b.image_tokens):.2f}%"></div>'
+            f'<div class="txt" style="width:{pct(b.text_tokens):.2f}%"></div></div>'
+            f'<p id="budget-text">{b.total:,} of {b.max_model_len:,} tokens: image {b.image_tokens:,} '
+            f'({pct(b.image_tokens):.1f}%) · text {b.text_tokens:,} · free {b.free:,}</p>')
+
+
+def image_table(inspection: Inspection) -> list[list[Any]]:
+    """One row per image for the expansion table."""
+    def size(v):
+        return f"{v[0]}x{v[1]}" if v else "-"
+    return [[im.index + 1, im.placeholder, im.token_id, im.count, f"[{im.offset}, {im.offset + im.length})",
+             size(im.orig_size), size(im.processed_size), f"{im.grid[0]}x{im.grid[1]}" if im.grid else "-",
+             "-" if im.thumbnail is None else ("yes" if im.thumbnail else "no")] for im in inspection.images]
+
+
+def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> dict[str, Any]:
+    """Values of the prompt and expansion panels for one inspection."""
+    spec = service.registry.get(inspection.model)
+    family = FAMILIES[spec.family]
+    specials = service.engines.special_tokens(spec.name)
+    header = (f'<p id="content-format">content format: <b>{inspection.content_format}</b> '
+              f'({"vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits the placeholders"})</p>')
+    gallery = [(draw_overlay(img, im, center_crop=family.center_crop),
+                f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
+               for img, im in zip(images, inspection.images, strict=False)]
+    return {"prompt": header + prompt_html(inspection, specials), "runs": run_length_text(inspection),
+            "table": image_table(inspection), "gallery": gallery, "budget": budget_html(inspection)}
 
 
 def _stats(done: Done) -> str:
-    return (f"{done.num_tokens} tokens · time to first token {done.ttft_s:.2f} s · "
-            f"{done.tokens_per_s:.1f} tokens/s · finish: {done.finish_reason}")
+    return (f"{done.num_tokens} tokens · time to first token **{done.ttft_s:.2f} s** · "
+            f"**{done.tokens_per_s:.1f} tokens/s** · finish: {done.finish_reason}")
 
 
 def build_app(service: ChatService, default_model: str) -> gr.Blocks:
-    """The page: model picker, chat with images, rendered prompt and expansion panels."""
-    registry = service.registry
+    """The page. Every handler is an async function over the chat service."""
+    registry, settings = service.registry, service.settings
     choices = [(spec.display_label, spec.name) for spec in registry.models]
+    slider_kwargs = sorted({s.kwarg for spec in registry.models for s in spec.sliders})
 
-    async def respond(message: dict[str, Any], history: list[dict[str, Any]], turns: list[Turn],
-                      model: str, system: str):
+    def slider_props(name: str, kwarg: str) -> dict[str, Any]:
+        """Slider settings of ``kwarg`` for model ``name`` (hidden when the model has no such slider)."""
+        spec = next((s for s in registry.get(name).sliders if s.kwarg == kwarg), None)
+        if spec is None:
+            return {"visible": False}
+        return {"minimum": spec.min, "maximum": spec.max, "step": spec.step, "value": spec.default,
+                "label": spec.label, "visible": True}
+
+    def slider_updates(name: str) -> list[Any]:
+        return [gr.Slider(**slider_props(name, k)) for k in slider_kwargs]
+
+    def make_request(model: str, turns: list[Turn], system: str, sampling: tuple, sliders: tuple) -> ChatRequest:
+        spec = registry.get(model)
+        own = {s.kwarg for s in spec.sliders}
+        mm_kwargs = {k: int(v) for k, v in zip(slider_kwargs, sliders, strict=True) if k in own and v is not None}
+        temperature, top_p, max_tokens, seed = sampling
+        sampling_params = Sampling(temperature=float(temperature), top_p=float(top_p), max_tokens=int(max_tokens),
+                                   seed=int(seed) if seed not in (None, "", -1) else None)
+        return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
+                           sampling=sampling_params)
+
+    def read_message(message: dict[str, Any] | None) -> tuple[str, list[str], tuple[Any, ...]]:
         text = (message or {}).get("text", "") or ""
-        files = [f if isinstance(f, str) else f["path"] for f in (message or {}).get("files", [])]
+        files = [f if isinstance(f, str) else f["path"] for f in (message or {}).get("files", []) or []]
         try:
-            images = tuple(load_image(path, service.settings) for path in files)
+            return text, files, tuple(load_image(path, settings) for path in files)
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
-        new_turns = [*turns, Turn("user", text, images)]
-        request = ChatRequest(model=model, turns=tuple(new_turns), system=system or "")
-        user_msg = {"role": "user", "content": [*({"path": p} for p in files), text]}
-        history = [*history, user_msg, {"role": "assistant", "content": ""}]
-        prompt_text, expansion, answer = "", "", ""
+
+    async def run_chat(turns: list[Turn], history: list[dict[str, Any]], request: ChatRequest,
+                       rollback: list[dict[str, Any]]):
+        """Stream one answer; yields dicts of panel updates, grouped by time (the first at once).
+        On failure the chat goes back to ``rollback``, so it stays in step with the turns."""
+        images = [im for t in request.turns for im in t.images]
+        history = [*history, {"role": "assistant", "content": ""}]
+        last = 0.0
         async with contextlib.aclosing(service.chat(request)) as events:
             async for event in events:
                 if isinstance(event, Failed):
+                    yield {chatbot: rollback}
                     raise gr.Error(event.message)
                 if isinstance(event, Rendered):
-                    prompt_text = event.rendered.prompt
-                    expansion = expansion_markdown(event.rendered)
-                    yield (history, prompt_text, expansion, "generating…", turns, gr.MultimodalTextbox(value=None),
-                           _state_text(service, model))
+                    p = panels(service, event.inspection, images)
+                    body = chat_completions_body(request, registry.get(request.model))
+                    yield {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
+                           budget: p["budget"], chatbot: history, stats: "generating…", box: gr.MultimodalTextbox(value=None),
+                           engine_state: _state_text(service, request.model), export_json: json.dumps(body, indent=1),
+                           export_curl: serve_command(registry.get(request.model)) + "\n\n" + curl_command(),
+                           export_py: python_snippet(body)}
                 elif isinstance(event, Delta):
-                    answer = event.answer
-                    history[-1] = {"role": "assistant", "content": answer}
-                    yield history, prompt_text, expansion, "generating…", turns, gr.skip(), gr.skip()
+                    history[-1] = {"role": "assistant", "content": event.answer}
+                    now = time.perf_counter()
+                    if now - last >= settings.ui_update_interval_s:
+                        last = now
+                        yield {chatbot: history}
                 elif isinstance(event, Done):
                     history[-1] = {"role": "assistant", "content": event.answer}
-                    final_turns = [*new_turns, Turn("assistant", event.answer)]
-                    yield history, prompt_text, expansion, _stats(event), final_turns, gr.skip(), gr.skip()
+                    yield {chatbot: history, stats: _stats(event), state: [*turns, Turn("assistant", event.answer)]}
+
+    async def submit(message, history, turns, model, system, temperature, top_p, max_tokens, seed, *sliders):
+        text, files, images = read_message(message)
+        turns = [*turns, Turn("user", text, images)]
+        request = make_request(model, turns, system, (temperature, top_p, max_tokens, seed), sliders)
+        new_history = [*history, {"role": "user", "content": [*({"path": p} for p in files), text]}]
+        async for update in run_chat(turns, new_history, request, rollback=history):
+            yield update
+
+    async def retry(history, turns, model, system, temperature, top_p, max_tokens, seed, *sliders):
+        if len(turns) < 2:
+            raise gr.Error("nothing to retry yet")
+        request = make_request(model, turns[:-1], system, (temperature, top_p, max_tokens, seed), sliders)
+        async for update in run_chat(turns[:-1], history[:-1], request, rollback=history):
+            yield update
+
+    def undo(history, turns):
+        return {chatbot: history[:-2], state: turns[:-2]}
 
     def clear():
-        return [], [], "", "", ""
+        return {chatbot: [], state: [], prompt_box: "", runs_box: "", table: [], gallery: [], budget: "", stats: ""}
+
+    async def inspect_only(message, turns, model, system, *sliders):
+        """Render and expand without generating (the sliders call this as they move)."""
+        text, _, images = read_message(message)
+        pending = [Turn("user", text, images)] if (text or images) else []
+        if not pending and not turns:
+            return {stats: "add an image or a question to inspect"}
+        request = make_request(model, [*turns, *pending], system, (0.0, 1.0, 1, None), sliders)
+        try:
+            inspection = await service.inspect(request)
+        except VlmDemoError as exc:
+            raise gr.Error(str(exc)) from None
+        p = panels(service, inspection, [im for t in request.turns for im in t.images])
+        return {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
+                budget: p["budget"], engine_state: _state_text(service, model)}
+
+    async def load_model(name: str, progress=gr.Progress(track_tqdm=True)):
+        progress(0, desc=f"starting the {name} engine…")
+        try:
+            await service.engines.get(registry.get(name))
+        except VlmDemoError as exc:
+            raise gr.Error(str(exc)) from None
+        return _state_text(service, name)
+
+    async def compare(message, turns, model_a, kwargs_a, model_b, kwargs_b):
+        text, _, images = read_message(message)
+        all_turns = [*turns, *([Turn("user", text, images)] if (text or images) else [])]
+        if not all_turns:
+            raise gr.Error("add an image and a question first")
+        outputs = []
+        for model, raw in ((model_a, kwargs_a), (model_b, kwargs_b)):
+            try:
+                kwargs = json.loads(raw or "{}")
+                inspection = await service.inspect(ChatRequest(model=model, turns=tuple(all_turns), mm_kwargs=kwargs))
+            except ValueError as exc:
+                raise gr.Error(f"settings must be JSON, e.g. {{\"max_pixels\": 200704}} ({exc})") from None
+            except VlmDemoError as exc:
+                raise gr.Error(str(exc)) from None
+            p = panels(service, inspection, [im for t in all_turns for im in t.images])
+            outputs += [p["budget"] + p["prompt"], p["gallery"]]
+        return outputs
 
     with gr.Blocks(title="vlm-demo") as demo:
-        gr.Markdown("# vlm-demo\nChat with a vision-language model served by vLLM, "
-                    "and see exactly what the engine receives.")
+        gr.Markdown("# vlm-demo\nChat with a vision-language model served by vLLM and see exactly what the "
+                    "engine receives: the rendered prompt, each image's tokens, and the streamed answer.")
+        state = gr.State([])
         with gr.Row():
-            model = gr.Dropdown(choices=choices, value=default_model, label="Model", scale=2)
-            engine_state = gr.Markdown(_state_text(service, default_model))
-        system = gr.Textbox(label="System prompt", placeholder="(the chat template's default)", lines=1)
-        turns = gr.State([])
+            model = gr.Dropdown(choices=choices, value=default_model, label="Model", scale=2, elem_id="model")
+            engine_state = gr.Markdown(_state_text(service, default_model), elem_id="engine-state")
         with gr.Row(equal_height=False):
-            with gr.Column():
-                prompt_box = gr.Code(label="Rendered prompt (chat template output)", language=None,
-                                     interactive=False, elem_id="rendered-prompt")
-            with gr.Column():
-                expansion_box = gr.Markdown(elem_id="expansion")
-            with gr.Column():
-                chatbot = gr.Chatbot(label="Chat", elem_id="chat", height=420)
+            with gr.Column(scale=1, min_width=260):
+                system = gr.Textbox(label="System prompt", placeholder="(the chat template's default)", lines=2)
+                sliders = [gr.Slider(elem_id=f"slider-{k}", **{"label": k, **slider_props(default_model, k)})
+                           for k in slider_kwargs]
+                spec = registry.get(default_model)
+                with gr.Accordion("Sampling", open=False):
+                    temperature = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
+                    top_p = gr.Slider(0.05, 1, value=spec.sampling.top_p, step=0.05, label="top_p")
+                    max_tokens = gr.Slider(1, 2048, value=spec.sampling.max_tokens, step=1, label="max_tokens")
+                    seed = gr.Number(value=-1, precision=0, label="seed (-1: random)")
+                inspect_btn = gr.Button("Inspect only", elem_id="inspect")
+            with gr.Column(scale=2):
+                gr.Markdown("### 1 · Rendered prompt")
+                prompt_box = gr.HTML(elem_id="rendered-prompt")
+                gr.Markdown("### 2 · Placeholder expansion")
+                budget = gr.HTML(elem_id="budget")
+                runs_box = gr.Textbox(label="Token sequence (runs)", lines=4, max_lines=10, elem_id="runs")
+                table = gr.Dataframe(headers=TABLE_HEADERS, label="Images", elem_id="image-table", interactive=False)
+                gallery = gr.Gallery(label="What the processor did", columns=2, height=260, elem_id="overlays")
+            with gr.Column(scale=2):
+                gr.Markdown("### 3 · Chat")
+                chatbot = gr.Chatbot(label="Chat", elem_id="chat", height=440)
                 box = gr.MultimodalTextbox(file_types=["image"], file_count="multiple", elem_id="question",
                                            placeholder="Ask about the images (upload, paste or drop them here)")
                 stats = gr.Markdown(elem_id="stats")
-                clear_btn = gr.Button("Clear")
-        box.submit(respond, [box, chatbot, turns, model, system],
-                   [chatbot, prompt_box, expansion_box, stats, turns, box, engine_state], api_name="chat")
-        clear_btn.click(clear, None, [chatbot, turns, prompt_box, expansion_box, stats], api_name="clear")
-        model.change(lambda name: _state_text(service, name), model, engine_state, api_name=False)
+                with gr.Row():
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
+                    retry_btn = gr.Button("Retry")
+                    undo_btn = gr.Button("Undo")
+                    clear_btn = gr.Button("Clear")
+        examples = [[{"text": q, "files": [str(ASSETS / f)]}] for f, q in EXAMPLES if (ASSETS / f).exists()]
+        if (ASSETS / "shape-a.png").exists():
+            examples.append([{"text": "What differs between the two pictures?",
+                              "files": [str(ASSETS / "shape-a.png"), str(ASSETS / "shape-b.png")]}])
+        if examples:
+            gr.Examples(examples, [box], label="Examples (made by this project)")
+        with gr.Accordion("Export: replay this request against vllm serve", open=False):
+            export_curl = gr.Code(label="vllm serve + curl", language="shell")
+            export_json = gr.Code(label="request.json (OpenAI chat completions)", language="json")
+            export_py = gr.Code(label="Python (openai)", language="python")
+        with gr.Accordion("Compare two settings", open=False):
+            with gr.Row():
+                model_a = gr.Dropdown(choices=choices, value=default_model, label="A: model")
+                kwargs_a = gr.Textbox(label="A: image settings (JSON)", value="{}")
+                model_b = gr.Dropdown(choices=choices, value=default_model, label="B: model")
+                kwargs_b = gr.Textbox(label="B: image settings (JSON)", value="{}")
+            compare_btn = gr.Button("Compare (inspect both)")
+            with gr.Row():
+                with gr.Column():
+                    cmp_a, cmp_a_gallery = gr.HTML(), gr.Gallery(columns=2, height=220)
+                with gr.Column():
+                    cmp_b, cmp_b_gallery = gr.HTML(), gr.Gallery(columns=2, height=220)
+
+        sampling_inputs = [temperature, top_p, max_tokens, seed, *sliders]
+        outputs = [prompt_box, runs_box, table, gallery, budget, chatbot, stats, box, engine_state, state,
+                   export_json, export_curl, export_py]
+        chat_event = box.submit(submit, [box, chatbot, state, model, system, *sampling_inputs], outputs,
+                                api_name="chat")
+        retry_event = retry_btn.click(retry, [chatbot, state, model, system, *sampling_inputs], outputs,
+                                      api_name="retry")
+        stop_btn.click(None, None, None, cancels=[chat_event, retry_event], api_name="stop")
+        undo_btn.click(undo, [chatbot, state], [chatbot, state], api_name="undo")
+        clear_btn.click(clear, None, [chatbot, state, prompt_box, runs_box, table, gallery, budget, stats],
+                        api_name="clear")
+        inspect_inputs = [box, state, model, system, *sliders]
+        inspect_outputs = [prompt_box, runs_box, table, gallery, budget, engine_state, stats]
+        inspect_btn.click(inspect_only, inspect_inputs, inspect_outputs, api_name="inspect")
+        for slider in sliders:
+            slider.release(inspect_only, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last")
+        model.change(slider_updates, model, sliders, api_name=False).then(
+            lambda name: _state_text(service, name), model, engine_state, api_name=False).then(
+            load_model, model, engine_state, api_name="load_model")
         demo.load(lambda name: _state_text(service, name), model, engine_state, api_name=False)
-    demo.queue(default_concurrency_limit=service.settings.queue_concurrency,
-               max_size=service.settings.queue_max_size)
+        compare_btn.click(compare, [box, state, model_a, kwargs_a, model_b, kwargs_b],
+                          [cmp_a, cmp_a_gallery, cmp_b, cmp_b_gallery], api_name="compare")
+    demo.queue(default_concurrency_limit=settings.queue_concurrency, max_size=settings.queue_max_size)
     return demo
+
+
+def launch_kwargs() -> dict[str, Any]:
+    """Arguments for ``Blocks.launch`` shared by the app and the tests."""
+    return {"css": CSS, "allowed_paths": [str(ASSETS)]}
 

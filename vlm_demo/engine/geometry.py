@@ -65,13 +65,10 @@ GEOMETRY: dict[str, Callable[[Any, Image.Image, Any, dict[str, Any]], ImageGeome
 }
 
 
-def image_geometry(family: str, items: list[Any], images: list[Image.Image], hf_config: Any,
-                   mm_kwargs: dict[str, Any]) -> tuple[ImageGeometry, ...]:
-    """Geometry of every image of one rendered request, in prompt order."""
-    out = []
-    for item, image in zip(items, images, strict=True):
-        try:
-            out.append(GEOMETRY[family](item, image, hf_config, mm_kwargs))
-        except (KeyError, AttributeError, ValueError):  # a field this checkpoint does not produce
-            out.append(ImageGeometry(image.size, None, None, None))
-    return tuple(out)
+def image_geometry(family: str, item: Any, image: Image.Image, hf_config: Any,
+                   mm_kwargs: dict[str, Any]) -> ImageGeometry:
+    """Geometry of one image from its processor output (``item``)."""
+    try:
+        return GEOMETRY[family](item, image, hf_config, mm_kwargs)
+    except (KeyError, AttributeError, ValueError, TypeError):  # a field this checkpoint does not produce
+        return ImageGeometry(image.size, None, None, None)

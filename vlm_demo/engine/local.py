@@ -22,12 +22,12 @@ from typing import Any, Literal
 import psutil
 
 from ..families import FAMILIES
-from ..errors import EngineDiedError, EngineStartError, InputError
+from ..errors import EngineBusyError, EngineDiedError, EngineStartError, InputError
 from ..registry import ModelSpec, Sampling
 from ..settings import Settings
 from ..tiny_models import tiny_model_dir
 from .geometry import image_geometry
-from .types import ImageRange, RenderedPrompt, TokenDelta
+from .types import ImageGeometry, ImageRange, RenderedPrompt, TokenDelta
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,7 @@ class Engine:
         self.child_pids = child_pids
         """Processes this engine started (its engine core); all end at shutdown."""
         self.max_model_len: int = llm.model_config.max_model_len
+        self._geometries: dict[str, ImageGeometry] = {}
 
     @property
     def tokenizer(self) -> Any:
@@ -129,6 +130,7 @@ class Engine:
         images = [part["image_pil"] for m in messages if isinstance(m.get("content"), list)
                   for part in m["content"] if part.get("type") == "image_pil"]
         items = engine_input.get("mm_kwargs", {}).get("image", [])
+        hashes = engine_input.get("mm_hashes", {}).get("image", [None] * len(items))
         return RenderedPrompt(
             model=self.spec.name,
             content_format=content_format,
@@ -136,14 +138,25 @@ class Engine:
             prompt=prompt_text,
             prompt_token_ids=tuple(engine_input["prompt_token_ids"]),
             image_ranges=tuple(ImageRange(p.offset, p.length) for p in placeholders),
-            images=image_geometry(self.spec.family, list(items), images, self._llm.model_config.hf_config,
-                                  kwargs),
+            images=tuple(self._geometry(item, h, image, kwargs) for item, h, image in zip(items, hashes, images)),
             image_token_id=self.tokenizer.convert_tokens_to_ids(family.image_token),
             placeholder=family.placeholder,
             mm_kwargs=kwargs,
             max_model_len=self.max_model_len,
             engine_input=engine_input,
         )
+
+    def _geometry(self, item: Any, mm_hash: str | None, image: Any, mm_kwargs: dict[str, Any]) -> ImageGeometry:
+        """An image's geometry. When the engine already holds the processed image, vLLM sends no
+        processor output (``item`` is None); the geometry recorded at the first sighting is used."""
+        if item is not None:
+            geometry = image_geometry(self.spec.family, item, image, self._llm.model_config.hf_config, mm_kwargs)
+            if mm_hash is not None:
+                self._geometries[mm_hash] = geometry
+                while len(self._geometries) > 4096:
+                    self._geometries.pop(next(iter(self._geometries)))
+            return geometry
+        return self._geometries.get(mm_hash, ImageGeometry(image.size, None, None, None))
 
     async def stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
         """Generate from ``rendered``; closing the iterator early aborts the vLLM request."""
@@ -244,7 +257,9 @@ class EngineManager:
                 engine = None
             if engine is None:
                 while len(self._engines) >= self.settings.max_engines:
-                    _, old = self._engines.popitem(last=False)
+                    old_name, old = next(iter(self._engines.items()))
+                    await self._wait_idle(old, spec.name)
+                    del self._engines[old_name]
                     await asyncio.to_thread(old.shutdown)
                 self._loading.add(spec.name)
                 try:
@@ -255,6 +270,21 @@ class EngineManager:
                 self.starts += 1
             self._engines.move_to_end(spec.name)
             return engine
+
+    async def _wait_idle(self, engine: Engine, wanted: str) -> None:
+        """Switch policy: wait up to ``switch_wait_s`` for the engine to finish others' requests."""
+        deadline = time.monotonic() + self.settings.switch_wait_s
+        while (busy := engine.running_requests()) and not engine.dead:
+            if time.monotonic() >= deadline:
+                raise EngineBusyError(
+                    f"cannot switch to {wanted} now: {engine.spec.name} is answering {busy} request(s) of "
+                    f"other users (waited {self.settings.switch_wait_s:.0f} s); try again in a moment")
+            await asyncio.sleep(0.2)
+
+    def special_tokens(self, name: str) -> tuple[str, ...]:
+        """Special-token strings of the model's tokenizer, or () when its engine is not running."""
+        engine = self._engines.get(name)
+        return engine.special_tokens if engine else ()
 
     async def shutdown(self, name: str) -> None:
         """Stop one model's engine, if it runs."""
