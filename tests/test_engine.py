@@ -8,7 +8,6 @@ import contextlib
 import math
 
 import psutil
-import pytest
 
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Rendered, Turn

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from vlm_demo.inspector import draw_overlay, prompt_html, run_length_text, to_json
@@ -61,6 +62,12 @@ async def test_internvl_string_format_gets_one_placeholder_per_image(service, n_
     assert isinstance(user["content"], str) and user["content"].count("<image>") == n_images
     assert [im.offset for im in insp.images] == sorted(im.offset for im in insp.images)
     assert run_length_text(insp).count("<img>") == n_images
+
+
+async def test_internvl_placeholder_text_is_refused(service):
+    """"<image>" typed as text would be one more placeholder than images; it is refused."""
+    events = [e async for e in service.chat(req("tiny-internvl2.5", text="What is <image>?"))]
+    assert len(events) == 1 and isinstance(events[0], Failed) and "'<image>'" in events[0].message
 
 
 @pytest.mark.parametrize("max_pixels", [100352, 401408, 1003520])
@@ -121,6 +128,27 @@ async def test_special_tokens_in_text_are_refused(service, engines, text):
     assert isinstance(events[-1], Done) and any(isinstance(e, Delta) for e in events)
 
 
+def save_embeds(path, **tensors):
+    from safetensors.numpy import save_file
+
+    save_file(tensors, str(path))
+    return path
+
+
+async def test_qwen_accepts_precomputed_embeddings(service, settings, tmp_path):
+    from vlm_demo.media import load_image_embeds
+
+    # A 336x224 image is 24x16 patches of 14 px: 12x8 = 96 tokens after the 2x2 merge.
+    path = save_embeds(tmp_path / "q.safetensors", image_embeds=np.ones((96, 128), dtype=np.float32),
+                       image_grid_thw=np.array([1, 16, 24], dtype=np.int64))
+    insp = await service.inspect(req("tiny-qwen2.5-vl", images=(load_image_embeds(path, settings),)))
+    (im,) = insp.images
+    assert im.count == 96 and im.grid == (8, 12) and im.processed_size == (336, 224)
+    mixed = req("tiny-qwen2.5-vl", images=(A, load_image_embeds(path, settings)))
+    events = [e async for e in service.chat(mixed)]
+    assert isinstance(events[-1], Failed) and "Mixing raw image and embedding" in events[-1].message
+
+
 async def test_llava_576_and_center_crop(service):
     insp = await service.inspect(req("tiny-llava-1.5", images=(A, B)))
     assert [im.count for im in insp.images] == [576, 576]
@@ -135,6 +163,21 @@ async def test_llava_576_and_center_crop(service):
     cropped = draw_overlay(A, insp.images[0], center_crop=True)
     assert cropped.getpixel((10, 240)) != A.getpixel((10, 240))  # outside the crop: dimmed
     assert cropped.getpixel((320, 240)) == A.getpixel((320, 240))  # inside: untouched
+
+
+async def test_llava_accepts_precomputed_embeddings(service, settings, tmp_path):
+    from vlm_demo.media import load_image_embeds
+
+    rng = np.random.default_rng(0)
+    embeds = load_image_embeds(save_embeds(tmp_path / "e.safetensors",
+                                           image_embeds=rng.standard_normal((576, 128), dtype=np.float32)), settings)
+    request = req("tiny-llava-1.5", images=(embeds,))
+    insp = await service.inspect(request)
+    (im,) = insp.images
+    assert im.count == im.length == 576 and im.orig_size is None
+    assert insp.prompt.startswith("USER: <image>\n")
+    events = [e async for e in service.chat(request)]
+    assert isinstance(events[-1], Done) and events[-1].num_tokens == 8
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -163,3 +206,18 @@ def test_cli_errors_are_one_line(args, message):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [f"error: {result.stderr.strip().removeprefix('error: ')}"]
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_embeddings_files_are_checked(settings, tmp_path):
+    import pickle
+
+    from vlm_demo.errors import InputError
+    from vlm_demo.media import load_image_embeds
+
+    (tmp_path / "p.safetensors").write_bytes(pickle.dumps({"image_embeds": [1.0]}))
+    with pytest.raises(InputError, match="not a .safetensors file"):
+        load_image_embeds(tmp_path / "p.safetensors", settings)
+    with pytest.raises(InputError, match="expected tensors 'image_embeds'"):
+        load_image_embeds(save_embeds(tmp_path / "x.safetensors", weights=np.ones((2, 2), np.float32)), settings)
+    with pytest.raises(InputError, match="2-D float tensor"):
+        load_image_embeds(save_embeds(tmp_path / "y.safetensors", image_embeds=np.ones(5, np.float32)), settings)

@@ -43,7 +43,6 @@ HOST = "127.0.0.1"
 
 @dataclass(frozen=True)
 class Case:
-    id: str
     sizes: tuple[tuple[int, int], ...]
     """One image per size, all in the one user message."""
     mm_kwargs: dict[str, int]
@@ -51,23 +50,14 @@ class Case:
     text: str = "What is in this picture?"
 
 
-CASES: dict[str, tuple[Case, ...]] = {
-    "tiny-llava-1.5": (
-        Case("one-image", ((640, 480),), {}),
-        Case("two-images", ((640, 480), (300, 900)), {}, "Compare the two pictures."),
-    ),
-    "tiny-qwen2.5-vl": (
-        Case("defaults", ((640, 480),), {}),
-        Case("max_pixels", ((640, 480),), {"max_pixels": 200704}),
-    ),
-    "tiny-internvl2.5": (
-        Case("defaults", ((640, 480),), {}),
-        Case("max_dynamic_patch", ((640, 480),), {"max_dynamic_patch": 6}),
-    ),
-    "tiny-ovis2": (
-        Case("defaults", ((640, 480),), {}),
-        Case("max_partition", ((640, 480),), {"max_partition": 4}),
-    ),
+ONE_IMAGE = Case(((640, 480),), {})
+CASES: dict[str, dict[str, Case]] = {
+    # model -> {"default": one image, default sliders; "variant": two images, or a slider moved}
+    "tiny-llava-1.5": {"default": ONE_IMAGE,
+                       "variant": Case(((640, 480), (300, 900)), {}, "Compare the two pictures.")},
+    "tiny-qwen2.5-vl": {"default": ONE_IMAGE, "variant": Case(((640, 480),), {"max_pixels": 200704})},
+    "tiny-internvl2.5": {"default": ONE_IMAGE, "variant": Case(((640, 480),), {"max_dynamic_patch": 6})},
+    "tiny-ovis2": {"default": ONE_IMAGE, "variant": Case(((640, 480),), {"max_partition": 4})},
 }
 
 
@@ -174,7 +164,9 @@ async def _wait_ready(server: Server) -> None:
             await asyncio.sleep(0.5)
 
 
-@pytest.fixture(scope="module")
+# Parametrized here, not with pytest.param((model, case), indirect=...): pytest 9 sets a module-scoped
+# fixture up again for every such param set, even with an equal value.
+@pytest.fixture(scope="module", params=list(CASES))
 async def server(request, registry, engines: EngineManager, settings: Settings):
     """vLLM's OpenAI server for the model named by the parameter, and the app's engine of that model.
 
@@ -197,17 +189,23 @@ async def server(request, registry, engines: EngineManager, settings: Settings):
     srv = Server(spec, f"http://{HOST}:{port}", proc, log, argv)
     try:
         # Both finish either way: a local engine start cannot be cancelled half-way without leaking it.
-        results = await asyncio.gather(_wait_ready(srv), engines.get(spec), return_exceptions=True)
+        t0 = time.monotonic()
+        async def timed(name, aw):
+            try:
+                return await aw
+            finally:
+                print(f"TIMING {spec.name} {name} {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
+        if os.environ.get("VLM_SEQ"):
+            results = [await timed("server", _wait_ready(srv))]
+            results.append(await timed("engine", engines.get(spec)))
+        else:
+            results = await asyncio.gather(timed("server", _wait_ready(srv)), timed("engine", engines.get(spec)), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException):
                 raise result
         yield srv
     finally:
         await asyncio.to_thread(_stop, proc)
-
-
-def _params() -> list[Any]:
-    return [pytest.param(model, case, id=f"{model}-{case.id}") for model in CASES for case in CASES[model]]
 
 
 @pytest.mark.parametrize("model", list(CASES))
@@ -227,9 +225,10 @@ def test_server_flags_give_the_apps_engine_args(model, registry, settings):
         assert getattr(parsed, key) == value, key
 
 
-@pytest.mark.parametrize(("server", "case"), _params(), indirect=["server"])
-async def test_inspector_ids_equal_the_servers(server: Server, case: Case, service: ChatService):
+@pytest.mark.parametrize("kind", ["default", "variant"])
+async def test_inspector_ids_equal_the_servers(server: Server, kind: str, service: ChatService):
     spec = server.spec
+    case = CASES[spec.name][kind]
     images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
     request = ChatRequest(model=spec.name, turns=(Turn("user", case.text, images),), mm_kwargs=case.mm_kwargs)
     inspection = await service.inspect(request)

@@ -58,7 +58,7 @@ def _stdout_to_stderr():
 
 
 def _request(args: argparse.Namespace, settings: Settings):
-    from .media import load_image
+    from .media import load_image, load_image_embeds
     from .registry import Sampling
     from .service import ChatRequest, Turn
 
@@ -74,7 +74,8 @@ def _request(args: argparse.Namespace, settings: Settings):
         raise InputError(f"--mm-kwargs is not JSON: {exc}") from None
     if not isinstance(mm_kwargs, dict):
         raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
-    images = tuple(load_image(Path(p), settings) for p in args.image or [])
+    images = (*(load_image(Path(p), settings) for p in args.image or []),
+              *(load_image_embeds(Path(p), settings) for p in args.image_embeds or []))
     spec = registry.get(model)
     sampling = spec.sampling
     if getattr(args, "max_tokens", None):
@@ -152,6 +153,9 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 def _add_request_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="registry name, or a local model directory")
     parser.add_argument("--image", action="append", help="image file (repeat for several)")
+    parser.add_argument("--image-embeds", action="append",
+                        help="precomputed image embeddings, .safetensors with 'image_embeds' [tokens, hidden] "
+                        "(and 'image_grid_thw' for Qwen2.5-VL); LLaVA-1.5 and Qwen2.5-VL")
     parser.add_argument("--text", required=True, help="the question")
     parser.add_argument("--system", help="system prompt")
     parser.add_argument("--mm-kwargs", help='image-processor kwargs as JSON, e.g. \'{"max_pixels": 401408}\'')

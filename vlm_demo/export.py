@@ -27,8 +27,9 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
     if request.system:
         messages.append({"role": "system", "content": request.system})
     for turn in request.turns:
-        parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": data_url(im)}}
-                                       for im in turn.images]
+        parts: list[dict[str, Any]] = [
+            {"type": "image_url", "image_url": {"url": data_url(im)}} if isinstance(im, Image.Image)
+            else {"type": "text", "text": "(precomputed image embeddings: not exported)"} for im in turn.images]
         parts.append({"type": "text", "text": turn.text})
         messages.append({"role": turn.role, "content": parts if turn.role == "user" else turn.text})
     sampling = request.sampling or spec.sampling

@@ -34,8 +34,8 @@ class ImageExpansion:
     """Index of the range's first token in the expanded prompt."""
     length: int
     """Positions the range covers (features plus any start/end markers inside it)."""
-    orig_size: tuple[int, int]
-    """Width and height as uploaded."""
+    orig_size: tuple[int, int] | None
+    """Width and height as uploaded (None for precomputed embeddings)."""
     processed_size: tuple[int, int] | None
     """Width and height the vision encoder saw, where the family resizes."""
     grid: tuple[int, int] | None

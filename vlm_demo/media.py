@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import io
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
+from safetensors import SafetensorError
+from safetensors.numpy import load as load_safetensors
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -37,6 +42,8 @@ def load_image(source: str | Path | bytes | Image.Image, settings: Settings) -> 
 
 
 def _decode(data: bytes, name: str, settings: Settings) -> Image.Image:
+    if len(data) > settings.max_upload_bytes:
+        raise InputError(f"{name}: file is larger than {settings.max_upload_bytes:,} bytes")
     Image.MAX_IMAGE_PIXELS = settings.max_image_pixels
     try:
         with warnings.catch_warnings():
@@ -74,3 +81,45 @@ def _to_rgb(image: Image.Image) -> Image.Image:
         background.paste(image, mask=image.getchannel("A"))
         return background
     return image.convert("RGB")
+
+
+@dataclass(frozen=True)
+class ImageEmbeds:
+    """Precomputed image features for one image (LLaVA-1.5, Qwen2.5-VL), read from .safetensors."""
+
+    tensors: dict[str, np.ndarray]
+    """``image_embeds`` [tokens, hidden] and, for Qwen2.5-VL, ``image_grid_thw`` [3]."""
+
+    @property
+    def num_tokens(self) -> int:
+        """Feature vectors, i.e. image tokens in the prompt."""
+        return int(self.tensors["image_embeds"].shape[0])
+
+
+EMBEDS_KEYS = frozenset({"image_embeds", "image_grid_thw"})
+
+
+def load_image_embeds(path: str | Path, settings: Settings) -> ImageEmbeds:
+    """Read image embeddings from a .safetensors file (never pickle / ``torch.load``)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > settings.max_upload_bytes:
+        raise InputError(f"{path}: file is larger than {settings.max_upload_bytes:,} bytes")
+    try:
+        tensors = load_safetensors(data)
+    except (SafetensorError, ValueError, OSError) as exc:
+        raise InputError(f"{path}: not a .safetensors file ({exc})") from None
+    if "image_embeds" not in tensors or not set(tensors) <= EMBEDS_KEYS:
+        raise InputError(f"{path}: expected tensors 'image_embeds' (and 'image_grid_thw'), got {sorted(tensors)}")
+    embeds = tensors["image_embeds"]
+    if embeds.ndim != 2 or embeds.shape[0] < 1 or embeds.dtype.kind != "f":
+        raise InputError(f"{path}: 'image_embeds' must be a 2-D float tensor [tokens, hidden], got "
+                         f"{embeds.dtype} {list(embeds.shape)}")
+    if "image_grid_thw" in tensors:
+        grid = tensors["image_grid_thw"].reshape(-1)
+        if grid.size != 3 or grid.dtype.kind not in "iu" or (grid <= 0).any():
+            raise InputError(f"{path}: 'image_grid_thw' must hold three positive integers")
+        tensors = {**tensors, "image_grid_thw": grid.astype(np.int64)}
+    return ImageEmbeds(tensors)

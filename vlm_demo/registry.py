@@ -42,7 +42,7 @@ class Slider:
     """Slider step."""
 
     @model_validator(mode="after")
-    def _check_range(self) -> "Slider":
+    def _check_range(self) -> Slider:
         if not self.min <= self.default <= self.max:
             raise ValueError(f"need min <= default <= max (got {self.min}, {self.default}, {self.max})")
         if self.step <= 0:
@@ -86,6 +86,8 @@ class EngineArgs:
     """Most requests batched at once."""
     enforce_eager: bool | None = None
     """Skip CUDA graphs / torch.compile (faster start, slower steps)."""
+    enable_mm_embeds: bool | None = None
+    """Accept precomputed image embeddings (LLaVA-1.5, Qwen2.5-VL) instead of pixels."""
     load_format: str | None = None
     """How weights load; ``dummy`` gives random weights (tiny models)."""
     revision: str | None = None
@@ -124,7 +126,7 @@ class ModelSpec:
     """Default sampling."""
 
     @model_validator(mode="after")
-    def _check(self) -> "ModelSpec":
+    def _check(self) -> ModelSpec:
         if self.family not in FAMILIES:
             raise ValueError(f"unknown family {self.family!r}; known: {', '.join(FAMILIES)}")
         if sum([self.repo is not None, self.path is not None, self.tiny]) != 1:
@@ -188,7 +190,7 @@ class Registry:
                 return spec
         return self.models[0]
 
-    def with_model(self, spec: ModelSpec) -> "Registry":
+    def with_model(self, spec: ModelSpec) -> Registry:
         """A copy with ``spec`` added (a local model directory given on the command line)."""
         return Registry(self.path, (*[m for m in self.models if m.name != spec.name], spec))
 

@@ -15,6 +15,8 @@ from PIL import Image
 
 from .engine import Engine, EngineManager, RenderedPrompt
 from .inspector import Inspection, inspect
+from .families import FAMILIES
+from .media import ImageEmbeds
 from .errors import InputError, VlmDemoError
 from .registry import ModelSpec, Registry, Sampling
 from .settings import Settings
@@ -28,8 +30,8 @@ class Turn:
     """Who said it."""
     text: str
     """What was said."""
-    images: tuple[Image.Image, ...] = ()
-    """Decoded RGB images attached to the message (user turns only)."""
+    images: tuple[Image.Image | ImageEmbeds, ...] = ()
+    """Decoded RGB images, or precomputed image embeddings, attached to the message (user turns only)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,9 @@ def to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
     if request.system:
         messages.append({"role": "system", "content": [{"type": "text", "text": request.system}]})
     for turn in request.turns:
-        parts: list[dict[str, Any]] = [{"type": "image_pil", "image_pil": im} for im in turn.images]
+        parts: list[dict[str, Any]] = [
+            {"type": "image_embeds", "image_embeds": dict(im.tensors)} if isinstance(im, ImageEmbeds)
+            else {"type": "image_pil", "image_pil": im} for im in turn.images]
         parts.append({"type": "text", "text": turn.text})
         messages.append({"role": turn.role, "content": parts})
     return messages
@@ -156,10 +160,10 @@ class ChatService:
     async def _render(self, spec: ModelSpec, engine: Engine, request: ChatRequest, *,
                       for_generation: bool = True) -> RenderedPrompt:
         texts = [request.system, *(t.text for t in request.turns)]
-        for token in engine.special_tokens:
+        for token in (*engine.special_tokens, FAMILIES[spec.family].placeholder):
             if any(token in text for text in texts):
                 raise InputError(
-                    f"the text contains {token!r}, a special token of {spec.name}; images go in as "
+                    f"the text contains {token!r}, a special token or image placeholder of {spec.name}; images go in as "
                     "attachments and the chat template adds its own markers, so remove it from the text")
         mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
         rendered = await engine.render(to_openai_messages(request), mm_kwargs, for_generation=for_generation)

@@ -33,6 +33,8 @@ class Settings:
     """How long an engine may take to start before the start counts as failed."""
     max_images_per_turn: int = 4
     """Images one user message may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
+    max_upload_bytes: int = 20_000_000
+    """Largest uploaded file (image or embeddings), in bytes."""
     max_image_pixels: int = 40_000_000
     """Largest decoded image, in pixels (Pillow's decompression-bomb guard uses this too)."""
     max_text_chars: int = 8_000
@@ -47,7 +49,7 @@ class Settings:
     """How long a model switch waits for the running engine's requests to finish before refusing."""
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Defaults, overridden by ``VLM_DEMO_<FIELD>`` variables."""
         env = os.environ if environ is None else environ
         values = {}

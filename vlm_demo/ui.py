@@ -18,7 +18,7 @@ from .errors import VlmDemoError
 from .export import chat_completions_body, curl_command, python_snippet, serve_command
 from .families import FAMILIES
 from .inspector import Inspection, draw_overlay, prompt_html, run_length_text
-from .media import load_image
+from .media import ImageEmbeds, load_image, load_image_embeds
 from .registry import Sampling
 from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn
 
@@ -72,7 +72,7 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
               f'({"vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits the placeholders"})</p>')
     gallery = [(draw_overlay(img, im, center_crop=family.center_crop),
                 f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
-               for img, im in zip(images, inspection.images, strict=False)]
+               for img, im in zip(images, inspection.images, strict=False) if not isinstance(img, ImageEmbeds)]
     return {"prompt": header + prompt_html(inspection, specials), "runs": run_length_text(inspection),
             "table": image_table(inspection), "gallery": gallery, "budget": budget_html(inspection)}
 
@@ -113,7 +113,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         text = (message or {}).get("text", "") or ""
         files = [f if isinstance(f, str) else f["path"] for f in (message or {}).get("files", []) or []]
         try:
-            return text, files, tuple(load_image(path, settings) for path in files)
+            return text, files, tuple(load_image_embeds(path, settings) if path.endswith(".safetensors")
+                                      else load_image(path, settings) for path in files)
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
 
@@ -239,7 +240,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
             with gr.Column(scale=2):
                 gr.Markdown("### 3 · Chat")
                 chatbot = gr.Chatbot(label="Chat", elem_id="chat", height=440)
-                box = gr.MultimodalTextbox(file_types=["image"], file_count="multiple", elem_id="question",
+                box = gr.MultimodalTextbox(file_types=["image", ".safetensors"], file_count="multiple", elem_id="question",
                                            placeholder="Ask about the images (upload, paste or drop them here)")
                 stats = gr.Markdown(elem_id="stats")
                 with gr.Row():

@@ -24,7 +24,7 @@ def _llava(item: Any, image: Image.Image, hf_config: Any, mm_kwargs: dict[str, A
 def _qwen2_5_vl(item: Any, image: Image.Image, hf_config: Any, mm_kwargs: dict[str, Any]) -> ImageGeometry:
     _, h, w = (int(v) for v in _field(item, "image_grid_thw").tolist())  # in 14-px patches
     patch, merge = hf_config.vision_config.patch_size, hf_config.vision_config.spatial_merge_size
-    return ImageGeometry(image.size, (w * patch, h * patch), (h // merge, w // merge), None)
+    return ImageGeometry(image.size if image else None, (w * patch, h * patch), (h // merge, w // merge), None)
 
 
 def _internvl(item: Any, image: Image.Image, hf_config: Any, mm_kwargs: dict[str, Any]) -> ImageGeometry:
@@ -65,10 +65,10 @@ GEOMETRY: dict[str, Callable[[Any, Image.Image, Any, dict[str, Any]], ImageGeome
 }
 
 
-def image_geometry(family: str, item: Any, image: Image.Image, hf_config: Any,
+def image_geometry(family: str, item: Any, image: Image.Image | None, hf_config: Any,
                    mm_kwargs: dict[str, Any]) -> ImageGeometry:
-    """Geometry of one image from its processor output (``item``)."""
+    """Geometry of one image from its processor output (``item``); ``image`` is None for embeddings."""
     try:
         return GEOMETRY[family](item, image, hf_config, mm_kwargs)
-    except (KeyError, AttributeError, ValueError, TypeError):  # a field this checkpoint does not produce
-        return ImageGeometry(image.size, None, None, None)
+    except (KeyError, AttributeError, ValueError, TypeError):  # a field this input does not produce
+        return ImageGeometry(image.size if image else None, None, None, None)

@@ -16,7 +16,6 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import psutil
@@ -109,8 +108,10 @@ class Engine:
 
         renderer = self._llm.renderer
         kwargs = dict(mm_kwargs)
+        messages = [_with_torch_embeds(m) for m in messages]
         try:
-            conversation, dict_prompt = await renderer.render_messages_async(list(messages), chat_params(kwargs))
+            conversation, dict_prompt = await renderer.render_messages_async(messages, chat_params(kwargs))
+            _unwrap_plain_embeds(dict_prompt)
             prompt_text = dict_prompt.get("prompt", "")
             (tok_prompt,) = await renderer.tokenize_prompts_async([dict_prompt], renderer.default_chat_tok_params)
             if kwargs:  # what render_chat_async's prompt_extras does with the server's mm_processor_kwargs
@@ -127,8 +128,8 @@ class Engine:
         )
         placeholders = engine_input.get("mm_placeholders", {}).get("image", [])
         family = FAMILIES[self.spec.family]
-        images = [part["image_pil"] for m in messages if isinstance(m.get("content"), list)
-                  for part in m["content"] if part.get("type") == "image_pil"]
+        images = [part.get("image_pil") for m in messages if isinstance(m.get("content"), list)
+                  for part in m["content"] if part.get("type") in ("image_pil", "image_embeds")]
         items = engine_input.get("mm_kwargs", {}).get("image", [])
         hashes = engine_input.get("mm_hashes", {}).get("image", [None] * len(items))
         return RenderedPrompt(
@@ -156,7 +157,7 @@ class Engine:
                 while len(self._geometries) > 4096:
                     self._geometries.pop(next(iter(self._geometries)))
             return geometry
-        return self._geometries.get(mm_hash, ImageGeometry(image.size, None, None, None))
+        return self._geometries.get(mm_hash, ImageGeometry(image.size if image else None, None, None, None))
 
     async def stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
         """Generate from ``rendered``; closing the iterator early aborts the vLLM request."""
@@ -194,6 +195,26 @@ class Engine:
         _, alive = psutil.wait_procs([p for p in _procs(self.child_pids)], timeout=30)
         for proc in alive:
             proc.kill()
+
+
+def _with_torch_embeds(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with image-embedding arrays (numpy, from media intake) as torch tensors."""
+    content = message.get("content")
+    if not isinstance(content, list) or not any(p.get("type") == "image_embeds" for p in content):
+        return message
+    import torch
+
+    parts = [{**p, "image_embeds": {k: torch.from_numpy(v) for k, v in p["image_embeds"].items()}}
+             if p.get("type") == "image_embeds" else p for p in content]
+    return {**message, "content": parts}
+
+
+def _unwrap_plain_embeds(prompt: dict[str, Any]) -> None:
+    """Embeddings that are one tensor (LLaVA) go to the engine as that tensor, as vLLM's server
+    passes a tensor-only ``image_embeds``; the chat parser takes tensors only inside a dict."""
+    data = prompt.get("multi_modal_data", {}).get("image")
+    if isinstance(data, dict) and set(data) == {"image_embeds"}:
+        prompt["multi_modal_data"]["image"] = data["image_embeds"]
 
 
 def chat_params(mm_kwargs: dict[str, Any]) -> Any:

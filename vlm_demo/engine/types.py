@@ -21,8 +21,8 @@ class ImageRange:
 class ImageGeometry:
     """How the engine's image processor treated one image."""
 
-    orig_size: tuple[int, int]
-    """Width and height of the image as uploaded."""
+    orig_size: tuple[int, int] | None
+    """Width and height of the image as uploaded (None for precomputed embeddings)."""
     processed_size: tuple[int, int] | None
     """Width and height the vision encoder saw (resized / tiled canvas), where the family resizes."""
     grid: tuple[int, int] | None

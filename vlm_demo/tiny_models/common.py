@@ -21,6 +21,13 @@ LM_KV_HEADS = 1
 LM_LAYERS = 2
 LM_INTERMEDIATE = 256
 
+#: The first added tokens of Qwen2 / Qwen2.5 tokenizers (ids 151643-151656 in the real vocabulary).
+QWEN2_SPECIAL_TOKENS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
+]
+
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's printable stand-in character for each byte (the byte-level BPE alphabet)."""

@@ -24,6 +24,7 @@ from .common import (
     LM_INTERMEDIATE,
     LM_KV_HEADS,
     LM_LAYERS,
+    QWEN2_SPECIAL_TOKENS,
     build_tokenizer,
     padded_vocab_size,
     token_id,
@@ -98,13 +99,8 @@ CHAT_TEMPLATE = (
 # Qwen2.5's added tokens, in id order (151643-151664 in the real vocabulary). "<image>" is plain
 # text in Ovis2, not a token: vLLM's Ovis processor finds it by its text and expands it into
 # "<|image_pad|>" ids (the pad token vLLM uses for Qwen2 LLMs).
-SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-    "<|repo_name|>", "<|file_sep|>",
-]
+SPECIAL_TOKENS = [*QWEN2_SPECIAL_TOKENS, "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>",
+                  "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"]
 
 #: Geometry of Ovis2-2B's visual tokenizer (aimv2-large-patch14-448); sizes below are tiny.
 IMAGE_SIZE = 448

@@ -12,6 +12,7 @@ from .common import (
     LM_INTERMEDIATE,
     LM_KV_HEADS,
     LM_LAYERS,
+    QWEN2_SPECIAL_TOKENS,
     build_tokenizer,
     padded_vocab_size,
     token_id,
@@ -33,11 +34,7 @@ CHAT_TEMPLATE = (
     "<|im_start|>assistant\n{% endif %}"
 )
 
-SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
-]
+SPECIAL_TOKENS = QWEN2_SPECIAL_TOKENS
 
 
 def build(out: Path) -> None:
