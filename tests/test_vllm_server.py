@@ -57,7 +57,8 @@ CASES: dict[str, dict[str, Case]] = {
                        "variant": Case(((640, 480), (300, 900)), {}, "Compare the two pictures.")},
     "tiny-qwen2.5-vl": {"default": ONE_IMAGE, "variant": Case(((640, 480),), {"max_pixels": 200704})},
     "tiny-internvl2.5": {"default": ONE_IMAGE, "variant": Case(((640, 480),), {"max_dynamic_patch": 6})},
-    "tiny-ovis2": {"default": ONE_IMAGE, "variant": Case(((640, 480),), {"max_partition": 4})},
+    # At 640x480 a 2x2 grid is best for max_partition 4 and 9 alike; at 1280x960, 9 gives 3x3.
+    "tiny-ovis2": {"default": ONE_IMAGE, "variant": Case(((1280, 960),), {"max_partition": 4})},
 }
 
 
@@ -129,6 +130,14 @@ class Server:
         return "(no log)"
 
 
+def _launch(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start the server in its own session (so its whole process group can be killed), logging to ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", *argv],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+
 def _stop(proc: subprocess.Popen) -> None:
     """Terminate the server and every process it started; kill what outlives the grace period."""
     try:
@@ -168,39 +177,29 @@ async def _wait_ready(server: Server) -> None:
 # fixture up again for every such param set, even with an equal value.
 @pytest.fixture(scope="module", params=list(CASES))
 async def server(request, registry, engines: EngineManager, settings: Settings):
-    """vLLM's OpenAI server for the model named by the parameter, and the app's engine of that model.
+    """vLLM's OpenAI server for the model named by the parameter, with the app's engine of that model.
 
-    Other local engines stop first; then the server and the local engine start side by side (two
-    engines at most, and the two start-ups overlap)."""
+    The server starts at once; meanwhile the app's other engines stop, then its engine for this
+    model starts (two engines alive at most, start-ups overlapping)."""
     spec = registry.get(request.param)
-    for name in engines.loaded():
-        if name != spec.name:
-            await engines.shutdown(name)
     model_dir = engines.model_path(spec)
     port = free_port()
     argv = server_argv(spec, model_dir, settings, port)
     env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*"}
     log = ARTIFACTS / f"vllm-server-{spec.name}.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", *argv],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+    proc = await asyncio.to_thread(_launch, argv, env, log)
     srv = Server(spec, f"http://{HOST}:{port}", proc, log, argv)
+
+    async def local_engine() -> None:
+        for name in engines.loaded():
+            if name != spec.name:
+                await engines.shutdown(name)
+        await engines.get(spec)
+
     try:
-        # Both finish either way: a local engine start cannot be cancelled half-way without leaking it.
-        t0 = time.monotonic()
-        async def timed(name, aw):
-            try:
-                return await aw
-            finally:
-                print(f"TIMING {spec.name} {name} {time.monotonic() - t0:.1f}s", file=sys.stderr, flush=True)
-        if os.environ.get("VLM_SEQ"):
-            results = [await timed("server", _wait_ready(srv))]
-            results.append(await timed("engine", engines.get(spec)))
-        else:
-            results = await asyncio.gather(timed("server", _wait_ready(srv)), timed("engine", engines.get(spec)), return_exceptions=True)
-        for result in results:
+        # Both run to the end even if one fails: a local engine start cancelled half-way would leak.
+        for result in await asyncio.gather(_wait_ready(srv), local_engine(), return_exceptions=True):
             if isinstance(result, BaseException):
                 raise result
         yield srv
@@ -237,10 +236,7 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
     mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
     if mm_kwargs:
         body["mm_processor_kwargs"] = mm_kwargs
-    async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=120.0) as client:
-        response = await client.post("/tokenize", json=body)
-    assert response.status_code == 200, f"{response.status_code}: {response.text}\n{server.log_tail()}"
-    served = response.json()
+    served = await tokenize(server, body)
 
     ours = list(inspection.prompt_token_ids)
     theirs = served["tokens"]
@@ -255,3 +251,13 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
                     f"{first}: ours {ours[first:first + 8]}, server's {theirs[first:first + 8]}")
     assert served["count"] == len(ours)
     assert served["max_model_len"] == inspection.budget.max_model_len
+    if case.mm_kwargs:  # the moved slider took effect on the server too (not ignored on both sides)
+        at_default = await tokenize(server, {**body, "mm_processor_kwargs": spec.default_mm_kwargs()})
+        assert at_default["tokens"].count(image_id) != sum(counts)
+
+
+async def tokenize(server: Server, body: dict[str, Any]) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=120.0) as client:
+        response = await client.post("/tokenize", json=body)
+    assert response.status_code == 200, f"{response.status_code}: {response.text}\n{server.log_tail()}"
+    return response.json()

@@ -74,7 +74,8 @@ def curl_command(base_url: str = "http://localhost:8000") -> str:
 
 def python_snippet(body: dict[str, Any], base_url: str = "http://localhost:8000") -> str:
     """An ``openai`` client snippet that sends the exported JSON (saved as request.json)."""
-    extra = "\n    extra_body={\"mm_processor_kwargs\": body[\"mm_processor_kwargs\"]}," if "mm_processor_kwargs" in body else ""
+    extra = ('\n    extra_body={"mm_processor_kwargs": body["mm_processor_kwargs"]},'
+             if "mm_processor_kwargs" in body else "")
     seed = "\n    seed=body[\"seed\"]," if "seed" in body else ""
     return f'''import json
 from openai import OpenAI

@@ -37,7 +37,8 @@ FAMILIES: dict[str, Family] = {
                frozenset({"min_pixels", "max_pixels"}), frozenset({"max_pixels"})),
         Family("internvl", "InternVL2.5", "internvl_chat", "<IMG_CONTEXT>", "<image>",
                frozenset({"min_dynamic_patch", "max_dynamic_patch"}), frozenset({"max_dynamic_patch"})),
-        Family("ovis", "Ovis2", "ovis", "<|image_pad|>", "<image>", frozenset({"max_partition"}), frozenset({"max_partition"})),
+        Family("ovis", "Ovis2", "ovis", "<|image_pad|>", "<image>",
+               frozenset({"max_partition"}), frozenset({"max_partition"})),
     )
 }
 

@@ -50,7 +50,8 @@ def _decode(data: bytes, name: str, settings: Settings) -> Image.Image:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data))
             if image.format not in ALLOWED_FORMATS:
-                raise InputError(f"{name}: format {image.format} is not accepted (use {', '.join(sorted(ALLOWED_FORMATS))})")
+                allowed = ", ".join(sorted(ALLOWED_FORMATS))
+                raise InputError(f"{name}: format {image.format} is not accepted (use {allowed})")
             _check_size(image, name, settings)
             image.load()
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):

@@ -133,7 +133,8 @@ class ChatService:
             raise InputError(f"the system prompt is longer than {self.settings.max_text_chars:,} characters")
         per_turn = min(self.settings.max_images_per_turn, spec.engine_args.limit_mm_per_prompt.get("image", 0))
         if len(request.turns[-1].images) > per_turn:
-            raise InputError(f"{len(request.turns[-1].images)} images in one message; {spec.name} takes at most {per_turn}")
+            raise InputError(
+                f"{len(request.turns[-1].images)} images in one message; {spec.name} takes at most {per_turn}")
         total = sum(len(t.images) for t in request.turns)
         limit = spec.engine_args.limit_mm_per_prompt.get("image", 0)
         if total > limit:
@@ -163,7 +164,8 @@ class ChatService:
         for token in (*engine.special_tokens, FAMILIES[spec.family].placeholder):
             if any(token in text for text in texts):
                 raise InputError(
-                    f"the text contains {token!r}, a special token or image placeholder of {spec.name}; images go in as "
+                    f"the text contains {token!r}, a special token or image placeholder of {spec.name}; "
+                    "images go in as "
                     "attachments and the chat template adds its own markers, so remove it from the text")
         mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
         rendered = await engine.render(to_openai_messages(request), mm_kwargs, for_generation=for_generation)

@@ -68,8 +68,9 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
     spec = service.registry.get(inspection.model)
     family = FAMILIES[spec.family]
     specials = service.engines.special_tokens(spec.name)
-    header = (f'<p id="content-format">content format: <b>{inspection.content_format}</b> '
-              f'({"vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits the placeholders"})</p>')
+    who = "vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits them"
+    header = f'<p id="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
+
     gallery = [(draw_overlay(img, im, center_crop=family.center_crop),
                 f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
                for img, im in zip(images, inspection.images, strict=False) if not isinstance(img, ImageEmbeds)]
@@ -118,6 +119,13 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
 
+    def to_inspect(message: dict[str, Any] | None, turns: list[Turn]) -> list[Turn]:
+        """The conversation to inspect: with the typed message, or else up to the last question."""
+        text, _, images = read_message(message)
+        if text or images:
+            return [*turns, Turn("user", text, images)]
+        return turns[:-1] if turns and turns[-1].role == "assistant" else turns
+
     async def run_chat(turns: list[Turn], history: list[dict[str, Any]], request: ChatRequest,
                        rollback: list[dict[str, Any]]):
         """Stream one answer; yields dicts of panel updates, grouped by time (the first at once).
@@ -134,7 +142,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                     p = panels(service, event.inspection, images)
                     body = chat_completions_body(request, registry.get(request.model))
                     yield {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
-                           budget: p["budget"], chatbot: history, stats: "generating…", box: gr.MultimodalTextbox(value=None),
+                           budget: p["budget"], chatbot: history, stats: "generating…",
+                           box: gr.MultimodalTextbox(value=None),
                            engine_state: _state_text(service, request.model), export_json: json.dumps(body, indent=1),
                            export_curl: serve_command(registry.get(request.model)) + "\n\n" + curl_command(),
                            export_py: python_snippet(body)}
@@ -171,11 +180,10 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
 
     async def inspect_only(message, turns, model, system, *sliders):
         """Render and expand without generating (the sliders call this as they move)."""
-        text, _, images = read_message(message)
-        pending = [Turn("user", text, images)] if (text or images) else []
-        if not pending and not turns:
+        turns = to_inspect(message, turns)
+        if not turns:
             return {stats: "add an image or a question to inspect"}
-        request = make_request(model, [*turns, *pending], system, (0.0, 1.0, 1, None), sliders)
+        request = make_request(model, turns, system, (0.0, 1.0, 1, None), sliders)
         try:
             inspection = await service.inspect(request)
         except VlmDemoError as exc:
@@ -193,8 +201,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         return _state_text(service, name)
 
     async def compare(message, turns, model_a, kwargs_a, model_b, kwargs_b):
-        text, _, images = read_message(message)
-        all_turns = [*turns, *([Turn("user", text, images)] if (text or images) else [])]
+        all_turns = to_inspect(message, turns)
         if not all_turns:
             raise gr.Error("add an image and a question first")
         outputs = []
@@ -223,11 +230,11 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                 sliders = [gr.Slider(elem_id=f"slider-{k}", **{"label": k, **slider_props(default_model, k)})
                            for k in slider_kwargs]
                 spec = registry.get(default_model)
-                with gr.Accordion("Sampling", open=False):
+                with gr.Accordion("Sampling", open=False, elem_id="sampling"):
                     temperature = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
                     top_p = gr.Slider(0.05, 1, value=spec.sampling.top_p, step=0.05, label="top_p")
                     max_tokens = gr.Slider(1, 2048, value=spec.sampling.max_tokens, step=1, label="max_tokens")
-                    seed = gr.Number(value=-1, precision=0, label="seed (-1: random)")
+                    seed = gr.Number(value=-1, precision=0, label="seed (-1: random)", elem_id="seed")
                 inspect_btn = gr.Button("Inspect only", elem_id="inspect")
             with gr.Column(scale=2):
                 gr.Markdown("### 1 · Rendered prompt")
@@ -240,7 +247,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
             with gr.Column(scale=2):
                 gr.Markdown("### 3 · Chat")
                 chatbot = gr.Chatbot(label="Chat", elem_id="chat", height=440)
-                box = gr.MultimodalTextbox(file_types=["image", ".safetensors"], file_count="multiple", elem_id="question",
+                box = gr.MultimodalTextbox(file_types=["image", ".safetensors"], file_count="multiple",
+                                           elem_id="question",
                                            placeholder="Ask about the images (upload, paste or drop them here)")
                 stats = gr.Markdown(elem_id="stats")
                 with gr.Row():

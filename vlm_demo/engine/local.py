@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import time
 import uuid
 from collections import OrderedDict
@@ -29,6 +30,10 @@ from .geometry import image_geometry
 from .types import ImageGeometry, ImageRange, RenderedPrompt, TokenDelta
 
 log = logging.getLogger(__name__)
+
+# The app runs offline-capable engines: no usage reports leave the machine.
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
 
 EngineState = Literal["not loaded", "loading", "ready"]
 
@@ -139,7 +144,8 @@ class Engine:
             prompt=prompt_text,
             prompt_token_ids=tuple(engine_input["prompt_token_ids"]),
             image_ranges=tuple(ImageRange(p.offset, p.length) for p in placeholders),
-            images=tuple(self._geometry(item, h, image, kwargs) for item, h, image in zip(items, hashes, images)),
+            images=tuple(self._geometry(item, h, image, kwargs)
+                         for item, h, image in zip(items, hashes, images, strict=True)),
             image_token_id=self.tokenizer.convert_tokens_to_ids(family.image_token),
             placeholder=family.placeholder,
             mm_kwargs=kwargs,
@@ -181,7 +187,8 @@ class Engine:
                     first = False
                     yield TokenDelta(completion.text, len(completion.token_ids), completion.finish_reason, prompt_ids)
         except EngineDeadError as exc:
-            raise EngineDiedError(f"the {self.spec.name} engine stopped ({exc}); the next request restarts it") from None
+            raise EngineDiedError(
+                f"the {self.spec.name} engine stopped ({exc}); the next request restarts it") from None
         finally:
             if not finished and not self.dead:
                 await self._llm.abort(request_id)
@@ -236,7 +243,13 @@ def _procs(pids: frozenset[int]) -> list[psutil.Process]:
 
 
 def _descendants() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True)}
+    """Our child processes, less Python's multiprocessing resource tracker (it outlives engines)."""
+    pids = set()
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "multiprocessing.resource_tracker" not in " ".join(proc.cmdline()):
+                pids.add(proc.pid)
+    return pids
 
 
 class EngineManager:
