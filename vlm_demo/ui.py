@@ -91,11 +91,10 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
 
     def slider_props(name: str, kwarg: str) -> dict[str, Any]:
         """Slider settings of ``kwarg`` for model ``name`` (hidden when the model has no such slider)."""
-        spec = next((s for s in registry.get(name).sliders if s.kwarg == kwarg), None)
-        if spec is None:
-            return {"visible": False}
+        own = next((s for s in registry.get(name).sliders if s.kwarg == kwarg), None)
+        spec = own or next(s for m in registry.models for s in m.sliders if s.kwarg == kwarg)
         return {"minimum": spec.min, "maximum": spec.max, "step": spec.step, "value": spec.default,
-                "label": spec.label, "visible": True}
+                "label": spec.label, "visible": own is not None}
 
     def slider_updates(name: str) -> list[Any]:
         return [gr.Slider(**slider_props(name, k)) for k in slider_kwargs]
