@@ -4,6 +4,8 @@ streaming with the three panels, Stop, inspect-only sliders, model switching and
 from __future__ import annotations
 
 import dataclasses
+import html
+import re
 import socket
 import time
 
@@ -132,6 +134,44 @@ def test_bad_upload_is_a_clear_error_and_nothing_breaks(app, tmp_path, picture):
     job = client.submit(*chat_args(registry, picture), api_name="/chat")
     out = named(*list(job), job.result())
     assert out["chat"][-1]["content"]
+
+
+def resend(history: list) -> list:
+    """A chat history as the API returned it, made fit to send back (files need their meta tag)."""
+    def part(p):
+        if isinstance(p, dict) and p.get("type") == "file":
+            file = p["file"] if isinstance(p["file"], dict) else {"path": p["file"]}
+            return {**p, "file": {**file, "meta": {"_type": "gradio.FileData"}}}
+        return p
+    return [{**m, "content": [part(p) for p in m["content"]]} if isinstance(m["content"], list) else m
+            for m in history]
+
+
+def test_retry_undo_and_compare(app, picture):
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    sampling = [0.7, 0.9, 16, -1, *slider_values(registry, MODEL)]
+    job = client.submit(*chat_args(registry, picture), api_name="/chat")
+    history = named(*list(job), job.result())["chat"]
+    assert [m["role"] for m in history] == ["user", "assistant"]
+    job = client.submit(resend(history), MODEL, "", *sampling, api_name="/retry")
+    retried = named(*list(job), job.result())
+    assert [m["role"] for m in retried["chat"]] == ["user", "assistant"] and "tokens/s" in retried["stats"]
+    job = client.submit({"text": "And the colours?", "files": []}, resend(retried["chat"]), MODEL, "", *sampling,
+                        api_name="/chat")
+    longer = named(*list(job), job.result())
+    assert len(longer["chat"]) == 4
+    prompt = html.unescape(re.sub(r"<[^>]+>", "", longer["prompt"]))
+    assert prompt.count("<|im_start|>user") == 2 and prompt.count("<|im_start|>assistant") == 2
+    undone = client.predict(resend(longer["chat"]), api_name="/undo")
+    assert len(undone) == 2
+    message = {"text": "Count the shops.", "files": [handle_file(str(picture))]}
+    a, _, b, _ = client.predict(message, MODEL, '{"max_pixels": 100352}', MODEL, '{"max_pixels": 401408}',
+                                api_name="/compare")
+    image_tokens = [int(x.split("tokens: image ")[1].split(" ")[0].replace(",", "")) for x in (a, b)]
+    assert image_tokens[0] < image_tokens[1]
+    with pytest.raises(AppError, match="settings must be JSON"):
+        client.predict(message, MODEL, "{oops", MODEL, "{}", api_name="/compare")
 
 
 def test_in_a_real_browser(app, picture):

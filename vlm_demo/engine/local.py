@@ -339,6 +339,8 @@ class EngineManager:
 
         model = self.model_path(spec)
         kwargs: dict[str, Any] = dict(spec.engine_args.to_vllm())
+        if spec.repo:  # a downloaded snapshot directory: keep the hub name in logs and the API
+            kwargs["served_model_name"] = spec.repo
         kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
         if not has_gpu():
             kwargs["kv_cache_memory_bytes"] = int(self.settings.cpu_kv_cache_gib * 2**30)
@@ -354,10 +356,18 @@ class EngineManager:
         return Engine(spec, llm, frozenset(_descendants() - before))
 
     def model_path(self, spec: ModelSpec) -> str:
-        """What vLLM loads for ``spec``: a hub id, a local directory or a freshly built tiny model."""
+        """What vLLM loads for ``spec``: a freshly built tiny model, a local directory, or a hub
+        checkpoint downloaded first with huggingface_hub (its tqdm bars are the UI's progress)."""
         if spec.tiny:
             return str(tiny_model_dir(spec.family, self.settings.cache_dir / "tiny-models"))
-        return spec.repo or spec.path or ""
+        if spec.repo is None:
+            return spec.path or ""
+        from huggingface_hub import snapshot_download
+
+        try:
+            return snapshot_download(spec.repo, revision=spec.engine_args.revision)
+        except Exception as exc:  # offline, gated, not found, disk full: say which
+            raise EngineStartError(f"could not download {spec.repo}: {_root_cause(exc)}") from exc
 
 
 def _root_cause(exc: BaseException) -> str:
