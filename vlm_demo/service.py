@@ -152,14 +152,13 @@ class ChatService:
         """Render ``request`` with the model's engine (starting it if needed) without generating."""
         spec = self.validate(request)
         engine = await self.engines.get(spec)
-        return self._inspect(engine, await self._render(spec, engine, request, for_generation=False))
+        return self._inspect(engine, await self._render(spec, engine, request))
 
     @staticmethod
     def _inspect(engine: Engine, rendered: RenderedPrompt) -> Inspection:
         return inspect(rendered, engine.token_runs(rendered.prompt_token_ids))
 
-    async def _render(self, spec: ModelSpec, engine: Engine, request: ChatRequest, *,
-                      for_generation: bool = True) -> RenderedPrompt:
+    async def _render(self, spec: ModelSpec, engine: Engine, request: ChatRequest) -> RenderedPrompt:
         texts = [request.system, *(t.text for t in request.turns)]
         for token in (*engine.special_tokens, FAMILIES[spec.family].placeholder):
             if any(token in text for text in texts):
@@ -168,7 +167,7 @@ class ChatService:
                     "images go in as "
                     "attachments and the chat template adds its own markers, so remove it from the text")
         mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
-        rendered = await engine.render(to_openai_messages(request), mm_kwargs, for_generation=for_generation)
+        rendered = await engine.render(to_openai_messages(request), mm_kwargs)
         if len(rendered.prompt_token_ids) >= engine.max_model_len:
             raise InputError(
                 f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {spec.name} holds "

@@ -27,7 +27,7 @@ from ..registry import ModelSpec, Sampling
 from ..settings import Settings
 from ..tiny_models import tiny_model_dir
 from .geometry import image_geometry
-from .types import ImageGeometry, ImageRange, RenderedPrompt, TokenDelta
+from .types import ImageRange, RenderedPrompt, TokenDelta
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,6 @@ class Engine:
         self.child_pids = child_pids
         """Processes this engine started (its engine core); all end at shutdown."""
         self.max_model_len: int = llm.model_config.max_model_len
-        self._geometries: dict[str, ImageGeometry] = {}
 
     @property
     def tokenizer(self) -> Any:
@@ -100,8 +99,7 @@ class Engine:
         """Requests the engine holds right now (0 when idle)."""
         return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
 
-    async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any], *,
-                     for_generation: bool = True) -> RenderedPrompt:
+    async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any]) -> RenderedPrompt:
         """Apply the chat template and run the image processor, as ``vllm serve`` does.
 
         These are the steps of vLLM's ``render_chat_async``, called one by one so the template's
@@ -121,10 +119,11 @@ class Engine:
             (tok_prompt,) = await renderer.tokenize_prompts_async([dict_prompt], renderer.default_chat_tok_params)
             if kwargs:  # what render_chat_async's prompt_extras does with the server's mm_processor_kwargs
                 tok_prompt["mm_processor_kwargs"] = kwargs
-            # A render that is not generated from must not mark its images as sent to the engine's
-            # cache, or a later generation of the same images fails.
-            engine_input = await renderer.process_for_engine_async(tok_prompt, time.time(),
-                                                                   skip_mm_cache=not for_generation)
+            # skip_mm_cache: processed images still come from the processor cache, but are not marked
+            # as "already sent" to the engine core. A render that is never generated from (inspect
+            # only, a prompt over max_model_len, Stop right after rendering) would otherwise leave
+            # the two caches out of step, and a later request with the same image would fail.
+            engine_input = await renderer.process_for_engine_async(tok_prompt, time.time(), skip_mm_cache=True)
         except (VLLMValidationError, ValueError) as exc:
             raise InputError(f"{self.spec.name}: {exc}") from None
         content_format = resolve_chat_template_content_format(
@@ -136,7 +135,6 @@ class Engine:
         images = [part.get("image_pil") for m in messages if isinstance(m.get("content"), list)
                   for part in m["content"] if part.get("type") in ("image_pil", "image_embeds")]
         items = engine_input.get("mm_kwargs", {}).get("image", [])
-        hashes = engine_input.get("mm_hashes", {}).get("image", [None] * len(items))
         return RenderedPrompt(
             model=self.spec.name,
             content_format=content_format,
@@ -144,26 +142,14 @@ class Engine:
             prompt=prompt_text,
             prompt_token_ids=tuple(engine_input["prompt_token_ids"]),
             image_ranges=tuple(ImageRange(p.offset, p.length) for p in placeholders),
-            images=tuple(self._geometry(item, h, image, kwargs)
-                         for item, h, image in zip(items, hashes, images, strict=True)),
+            images=tuple(image_geometry(self.spec.family, item, image, self._llm.model_config.hf_config, kwargs)
+                         for item, image in zip(items, images, strict=True)),
             image_token_id=self.tokenizer.convert_tokens_to_ids(family.image_token),
             placeholder=family.placeholder,
             mm_kwargs=kwargs,
             max_model_len=self.max_model_len,
             engine_input=engine_input,
         )
-
-    def _geometry(self, item: Any, mm_hash: str | None, image: Any, mm_kwargs: dict[str, Any]) -> ImageGeometry:
-        """An image's geometry. When the engine already holds the processed image, vLLM sends no
-        processor output (``item`` is None); the geometry recorded at the first sighting is used."""
-        if item is not None:
-            geometry = image_geometry(self.spec.family, item, image, self._llm.model_config.hf_config, mm_kwargs)
-            if mm_hash is not None:
-                self._geometries[mm_hash] = geometry
-                while len(self._geometries) > 4096:
-                    self._geometries.pop(next(iter(self._geometries)))
-            return geometry
-        return self._geometries.get(mm_hash, ImageGeometry(image.size if image else None, None, None, None))
 
     async def stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
         """Generate from ``rendered``; closing the iterator early aborts the vLLM request."""
