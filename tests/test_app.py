@@ -3,6 +3,7 @@ streaming with the three panels, Stop, inspect-only sliders, model switching and
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import html
 import re
@@ -14,6 +15,7 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from vlm_demo.engine import EngineManager
+from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatService
 from vlm_demo.ui import build_app, launch_kwargs
 
@@ -215,15 +217,28 @@ def test_in_a_real_browser(app, picture):
 
 def test_switch_waits_for_other_users_then_refuses(app, picture):
     url, engines, registry = app
-    client = Client(url, verbose=False)
-    job = client.submit(*chat_args(registry, picture, max_tokens=2048, seed=1), api_name="/chat")
-    deadline = time.monotonic() + 60
+    # Random weights end answers early, so "another user" is a long request (ignore_eos) started on
+    # the app's own engine, in the app's event loop.
+    Client(url, verbose=False).predict(*chat_args(registry, picture, max_tokens=1), api_name="/chat")
+    engine = engines.engine(MODEL)
+    loop = engine._llm.output_handler.get_loop()
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Tell a long story."}]}]
+
+    async def other_user():
+        rendered = await engine.render(messages, {})
+        async for _ in engine.stream(rendered, Sampling(max_tokens=3000, ignore_eos=True)):
+            pass
+
+    future = asyncio.run_coroutine_threadsafe(other_user(), loop)
+    deadline = time.monotonic() + 30
     while engines.running_requests() == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    with pytest.raises(AppError, match="cannot switch to tiny-llava-1.5 now"):
-        Client(url, verbose=False).predict(OTHER, api_name="/load_model")
-    assert engines.loaded() == [MODEL]
-    job.cancel()
+    try:
+        with pytest.raises(AppError, match="cannot switch to tiny-llava-1.5 now"):
+            Client(url, verbose=False).predict(OTHER, api_name="/load_model")
+        assert engines.loaded() == [MODEL]
+    finally:
+        future.cancel()
 
 
 def test_switching_models(app, picture):

@@ -301,6 +301,10 @@ class EngineManager:
                     f"other users (waited {self.settings.switch_wait_s:.0f} s); try again in a moment")
             await asyncio.sleep(0.2)
 
+    def engine(self, name: str) -> Engine | None:
+        """The running engine of model ``name``, if any."""
+        return self._engines.get(name)
+
     def special_tokens(self, name: str) -> tuple[str, ...]:
         """Special-token strings of the model's tokenizer, or () when its engine is not running."""
         engine = self._engines.get(name)
