@@ -42,7 +42,7 @@ def app(registry, settings, tmp_path_factory):
         demo = build_app(ChatService(registry, engines, app_settings), default_model=MODEL)
         port = free_port()
         demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                    **launch_kwargs())
+                    **launch_kwargs(app_settings))
         yield f"http://127.0.0.1:{port}/", engines, registry
         demo.close()
         engines.shutdown_all()

@@ -44,7 +44,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     demo = build_app(ChatService(registry, engines, settings), default_model=name)
     host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
-    demo.launch(server_name=host, server_port=port, **launch_kwargs())
+    demo.launch(server_name=host, server_port=port, **launch_kwargs(settings))
     return 0
 
 
@@ -74,7 +74,10 @@ def _request(args: argparse.Namespace, settings: Settings):
         raise InputError(f"--mm-kwargs is not JSON: {exc}") from None
     if not isinstance(mm_kwargs, dict):
         raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
-    images = (*(load_image(Path(p), settings) for p in args.image or []),
+    from .fetch import is_url, load_image_url
+
+    images = (*(asyncio.run(load_image_url(p, settings)) if is_url(p) else load_image(Path(p), settings)
+                for p in args.image or []),
               *(load_image_embeds(Path(p), settings) for p in args.image_embeds or []))
     spec = registry.get(model)
     sampling = spec.sampling
@@ -152,7 +155,8 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 
 def _add_request_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="registry name, or a local model directory")
-    parser.add_argument("--image", action="append", help="image file (repeat for several)")
+    parser.add_argument("--image", action="append",
+                        help="image file or URL: data:, or http(s) when VLM_DEMO_URL_FETCH allows (repeat for several)")
     parser.add_argument("--image-embeds", action="append",
                         help="precomputed image embeddings, .safetensors with 'image_embeds' [tokens, hidden] "
                         "(and 'image_grid_thw' for Qwen2.5-VL); LLaVA-1.5 and Qwen2.5-VL")

@@ -19,13 +19,14 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from .errors import InputError
 from .settings import Settings
 
-#: Formats Pillow may decode here (checked before pixels are read).
-ALLOWED_FORMATS = frozenset({"PNG", "JPEG", "WEBP", "GIF", "BMP"})
 
+def load_image(source: str | Path | bytes | Image.Image, settings: Settings, name: str | None = None) -> Image.Image:
+    """Decode and check one image; return it as RGB. Bad input raises ``InputError``.
 
-def load_image(source: str | Path | bytes | Image.Image, settings: Settings) -> Image.Image:
-    """Decode and check one image; return it as RGB. Bad input raises ``InputError``."""
-    name = source if isinstance(source, (str, Path)) else "the image"
+    Animated images (GIF, WebP) give their first frame; transparency is flattened onto white;
+    palette, CMYK, grey and 16-bit images are converted to 8-bit RGB; EXIF rotation is applied.
+    """
+    name = name or (Path(source).name if isinstance(source, (str, Path)) else "the image")
     if isinstance(source, Image.Image):
         image = source
     else:
@@ -49,15 +50,18 @@ def _decode(data: bytes, name: str, settings: Settings) -> Image.Image:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data))
-            if image.format not in ALLOWED_FORMATS:
-                allowed = ", ".join(sorted(ALLOWED_FORMATS))
-                raise InputError(f"{name}: format {image.format} is not accepted (use {allowed})")
+            if image.format not in settings.allowed_image_formats:
+                allowed = ", ".join(settings.allowed_image_formats)
+                raise InputError(f"{name}: {image.format} images are not accepted (use {allowed})")
             _check_size(image, name, settings)
+            if getattr(image, "n_frames", 1) > 1:
+                image.seek(0)  # the first frame of an animation
             image.load()
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise InputError(f"{name}: image is too large (over {settings.max_image_pixels:,} pixels)") from None
     except UnidentifiedImageError:
-        raise InputError(f"{name}: not an image Pillow can read") from None
+        kind = "an SVG drawing (vector images are not accepted)" if b"<svg" in data[:4096].lower() else "not an image"
+        raise InputError(f"{name}: {kind}; use {', '.join(settings.allowed_image_formats)}") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise InputError(f"{name}: broken image ({exc})") from None
     return image

@@ -126,6 +126,9 @@ class ChatService:
             raise InputError("the conversation must end with a user message")
         if not request.turns[-1].text.strip() and not request.turns[-1].images:
             raise InputError("type a question or add an image")
+        if len(request.turns) > self.settings.max_turns:
+            raise InputError(f"the conversation has {len(request.turns)} messages; the limit is "
+                             f"{self.settings.max_turns} (clear the chat to go on)")
         for turn in request.turns:
             if len(turn.text) > self.settings.max_text_chars:
                 raise InputError(f"a message is longer than {self.settings.max_text_chars:,} characters")
@@ -136,7 +139,7 @@ class ChatService:
             raise InputError(
                 f"{len(request.turns[-1].images)} images in one message; {spec.name} takes at most {per_turn}")
         total = sum(len(t.images) for t in request.turns)
-        limit = spec.engine_args.limit_mm_per_prompt.get("image", 0)
+        limit = min(self.settings.max_images_per_conversation, spec.engine_args.limit_mm_per_prompt.get("image", 0))
         if total > limit:
             raise InputError(f"the conversation holds {total} images; {spec.name} takes at most {limit} per prompt")
         sliders = {s.kwarg: s for s in spec.sliders}

@@ -33,12 +33,28 @@ class Settings:
     """How long an engine may take to start before the start counts as failed."""
     max_images_per_turn: int = 4
     """Images one user message may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
+    max_images_per_conversation: int = 8
+    """Images a whole conversation may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
+    max_turns: int = 40
+    """Messages a conversation may hold (user and assistant together, the new question included)."""
+    allowed_image_formats: tuple[str, ...] = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
+    """Image formats Pillow may decode (checked from the file's header before any pixels are read)."""
     max_upload_bytes: int = 20_000_000
     """Largest uploaded file (image or embeddings), in bytes."""
     max_image_pixels: int = 40_000_000
     """Largest decoded image, in pixels (Pillow's decompression-bomb guard uses this too)."""
     max_text_chars: int = 8_000
     """Longest user message or system prompt, in characters."""
+    url_fetch: bool = False
+    """Whether image URLs are fetched at all (``data:`` URLs are decoded whatever this says)."""
+    url_allowed_hosts: tuple[str, ...] = ()
+    """Host names image URLs may point at (exact, case-insensitive); empty means none."""
+    url_max_bytes: int = 10_000_000
+    """Largest image body fetched from a URL, in bytes."""
+    url_timeout_s: float = 10.0
+    """Longest time one URL fetch may take in all (connect, redirects, body)."""
+    url_max_redirects: int = 3
+    """Redirects followed per URL, each checked like the first URL (0 refuses redirects)."""
     queue_concurrency: int = 8
     """Chat requests the UI lets run at once on one engine (vLLM batches them)."""
     queue_max_size: int = 32
@@ -57,11 +73,26 @@ class Settings:
             raw = env.get(f"VLM_DEMO_{f.name.upper()}")
             if raw is None:
                 continue
-            kind = type(getattr(cls(), f.name))
             try:
-                values[f.name] = Path(raw) if kind is not str and issubclass(kind, Path) else kind(raw)
+                values[f.name] = _parse(raw, getattr(cls(), f.name))
             except ValueError as exc:
                 from .errors import VlmDemoError
 
                 raise VlmDemoError(f"VLM_DEMO_{f.name.upper()}={raw!r}: {exc}") from None
         return cls(**values)
+
+
+def _parse(raw: str, default: object) -> object:
+    """``raw`` as the type of ``default``: bools from 1/0/true/false/yes/no/on/off, tuples from commas."""
+    if isinstance(default, bool):
+        if raw.strip().lower() not in _BOOLS:
+            raise ValueError(f"expected one of {', '.join(_BOOLS)}")
+        return _BOOLS[raw.strip().lower()]
+    if isinstance(default, tuple):
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    if isinstance(default, Path):
+        return Path(raw)
+    return type(default)(raw)
+
+
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}

@@ -14,12 +14,14 @@ from typing import Any
 
 import gradio as gr
 
-from .errors import VlmDemoError
+from .errors import InputError, VlmDemoError
 from .export import chat_completions_body, curl_command, python_snippet, serve_command
 from .families import FAMILIES
 from .inspector import Inspection, draw_overlay, prompt_html, run_length_text
+from .fetch import load_image_url
 from .media import ImageEmbeds, load_image, load_image_embeds
 from .registry import Sampling
+from .settings import Settings
 from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -109,18 +111,26 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
                            sampling=sampling_params)
 
-    def read_message(message: dict[str, Any] | None) -> tuple[str, list[str], tuple[Any, ...]]:
+    async def read_message(message: dict[str, Any] | None, urls: str | None = "") -> tuple[str, list[str], tuple]:
+        """The message's text, its uploaded file paths, and every image decoded and checked
+        (uploads first, then the URLs, one a line)."""
         text = (message or {}).get("text", "") or ""
         files = [f if isinstance(f, str) else f["path"] for f in (message or {}).get("files", []) or []]
+        links = [line.strip() for line in (urls or "").splitlines() if line.strip()]
         try:
-            return text, files, tuple(load_image_embeds(path, settings) if path.endswith(".safetensors")
-                                      else load_image(path, settings) for path in files)
+            images = [load_image_embeds(path, settings) if path.endswith(".safetensors") else load_image(path, settings)
+                      for path in files]
+            if len(files) + len(links) > settings.max_images_per_turn:
+                raise InputError(f"{len(files) + len(links)} images in one message; the limit is "
+                                 f"{settings.max_images_per_turn}")
+            images += [await load_image_url(link, settings) for link in links]
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
+        return text, files, tuple(images)
 
-    def to_inspect(message: dict[str, Any] | None, turns: list[Turn]) -> list[Turn]:
+    async def to_inspect(message: dict[str, Any] | None, turns: list[Turn], urls: str) -> list[Turn]:
         """The conversation to inspect: with the typed message, or else up to the last question."""
-        text, _, images = read_message(message)
+        text, _, images = await read_message(message, urls)
         if text or images:
             return [*turns, Turn("user", text, images)]
         return turns[:-1] if turns and turns[-1].role == "assistant" else turns
@@ -156,15 +166,18 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                     history[-1] = {"role": "assistant", "content": event.answer}
                     yield {chatbot: history, stats: _stats(event), state: [*turns, Turn("assistant", event.answer)]}
 
-    async def submit(message, history, turns, model, system, temperature, top_p, max_tokens, seed, *sliders):
-        text, files, images = read_message(message)
+    async def submit(message, history, turns, model, system, temperature, top_p, max_tokens, seed, *rest):
+        *sliders, urls = rest
+        text, files, images = await read_message(message, urls)
         turns = [*turns, Turn("user", text, images)]
         request = make_request(model, turns, system, (temperature, top_p, max_tokens, seed), sliders)
-        new_history = [*history, {"role": "user", "content": [*({"path": p} for p in files), text]}]
+        links = "".join(f"\n[image: {line.strip()[:80]}]" for line in (urls or "").splitlines() if line.strip())
+        new_history = [*history, {"role": "user", "content": [*({"path": p} for p in files), text + links]}]
         async for update in run_chat(turns, new_history, request, rollback=history):
             yield update
 
-    async def retry(history, turns, model, system, temperature, top_p, max_tokens, seed, *sliders):
+    async def retry(history, turns, model, system, temperature, top_p, max_tokens, seed, *rest):
+        sliders = rest[:len(slider_kwargs)]
         if len(turns) < 2:
             raise gr.Error("nothing to retry yet")
         request = make_request(model, turns[:-1], system, (temperature, top_p, max_tokens, seed), sliders)
@@ -177,9 +190,10 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
     def clear():
         return {chatbot: [], state: [], prompt_box: "", runs_box: "", table: [], gallery: [], budget: "", stats: ""}
 
-    async def inspect_only(message, turns, model, system, *sliders):
+    async def inspect_only(message, turns, model, system, *rest):
         """Render and expand without generating (the sliders call this as they move)."""
-        turns = to_inspect(message, turns)
+        *sliders, urls = rest
+        turns = await to_inspect(message, turns, urls)
         if not turns:
             return {stats: "add an image or a question to inspect"}
         request = make_request(model, turns, system, (0.0, 1.0, 1, None), sliders)
@@ -199,8 +213,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
             raise gr.Error(str(exc)) from None
         return _state_text(service, name)
 
-    async def compare(message, turns, model_a, kwargs_a, model_b, kwargs_b):
-        all_turns = to_inspect(message, turns)
+    async def compare(message, turns, model_a, kwargs_a, model_b, kwargs_b, urls=""):
+        all_turns = await to_inspect(message, turns, urls)
         if not all_turns:
             raise gr.Error("add an image and a question first")
         outputs = []
@@ -249,6 +263,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                 box = gr.MultimodalTextbox(file_types=["image", ".safetensors"], file_count="multiple",
                                            elem_id="question",
                                            placeholder="Ask about the images (upload, paste or drop them here)")
+                urls = gr.Textbox(label="Image URLs (one a line; http(s) from allowed hosts, or data:)",
+                                  visible=settings.url_fetch, lines=1, elem_id="image-urls")
                 stats = gr.Markdown(elem_id="stats")
                 with gr.Row():
                     stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
@@ -281,7 +297,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         sampling_inputs = [temperature, top_p, max_tokens, seed, *sliders]
         outputs = [prompt_box, runs_box, table, gallery, budget, chatbot, stats, box, engine_state, state,
                    export_json, export_curl, export_py]
-        chat_event = box.submit(submit, [box, chatbot, state, model, system, *sampling_inputs], outputs,
+        chat_event = box.submit(submit, [box, chatbot, state, model, system, *sampling_inputs, urls], outputs,
                                 api_name="chat")
         retry_event = retry_btn.click(retry, [chatbot, state, model, system, *sampling_inputs], outputs,
                                       api_name="retry")
@@ -289,7 +305,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         undo_btn.click(undo, [chatbot, state], [chatbot, state], api_name="undo")
         clear_btn.click(clear, None, [chatbot, state, prompt_box, runs_box, table, gallery, budget, stats],
                         api_name="clear")
-        inspect_inputs = [box, state, model, system, *sliders]
+        inspect_inputs = [box, state, model, system, *sliders, urls]
         inspect_outputs = [prompt_box, runs_box, table, gallery, budget, engine_state, stats]
         inspect_btn.click(inspect_only, inspect_inputs, inspect_outputs, api_name="inspect")
         for slider in sliders:
@@ -298,13 +314,15 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
             lambda name: _state_text(service, name), model, engine_state, api_name=False).then(
             load_model, model, engine_state, api_name="load_model")
         demo.load(lambda name: _state_text(service, name), model, engine_state, api_name=False)
-        compare_btn.click(compare, [box, state, model_a, kwargs_a, model_b, kwargs_b],
+        compare_btn.click(compare, [box, state, model_a, kwargs_a, model_b, kwargs_b, urls],
                           [cmp_a, cmp_a_gallery, cmp_b, cmp_b_gallery], api_name="compare")
     demo.queue(default_concurrency_limit=settings.queue_concurrency, max_size=settings.queue_max_size)
     return demo
 
 
-def launch_kwargs() -> dict[str, Any]:
-    """Arguments for ``Blocks.launch`` shared by the app and the tests."""
-    return {"css": CSS, "allowed_paths": [str(ASSETS)]}
+def launch_kwargs(settings: Settings | None = None) -> dict[str, Any]:
+    """Arguments for ``Blocks.launch`` shared by the app and the tests: only the project's own
+    pictures are served from disk besides uploads, and Gradio refuses uploads over the size limit."""
+    settings = settings or Settings.from_env()
+    return {"css": CSS, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes}
 

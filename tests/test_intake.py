@@ -1,0 +1,239 @@
+"""Media intake without an engine: every odd or hostile image and URL is decoded on purpose or refused
+with a clear message (issue 5's cases 1-10), and the settings that drive it."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import struct
+import time
+import zlib
+
+import pytest
+from PIL import Image
+
+from vlm_demo.errors import InputError
+from vlm_demo.fetch import internal_reason, is_url, load_image_url
+from vlm_demo.media import load_image
+from vlm_demo.settings import Settings
+
+from .intake_servers import local_internet, png_bytes, url_settings
+
+
+def encoded(image: Image.Image, fmt: str, **kwargs) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format=fmt, **kwargs)
+    return buf.getvalue()
+
+
+def declared_only_png(width: int, height: int) -> bytes:
+    """A valid PNG header declaring ``width`` x ``height`` with almost no pixel data: a bomb's shape."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64))
+            + chunk(b"IEND", b""))
+
+
+def animated_gif() -> bytes:
+    frames = [Image.new("P", (40, 30), i) for i in (1, 2, 3)]
+    for frame, colour in zip(frames, ((255, 0, 0), (0, 255, 0), (0, 0, 255)), strict=True):
+        frame.putpalette([0, 0, 0, *colour] * 128)
+    buf = io.BytesIO()
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    return buf.getvalue()
+
+
+def transparent_rgba() -> bytes:
+    image = Image.new("RGBA", (20, 10), (255, 0, 0, 0))
+    image.paste((0, 0, 255, 255), (0, 0, 10, 10))
+    return encoded(image, "PNG")
+
+
+def palette_with_transparency() -> bytes:
+    image = Image.new("P", (20, 10), 0)
+    image.putpalette([10, 20, 30, 0, 200, 0] + [0] * 762)
+    image.paste(1, (10, 0, 20, 10))
+    return encoded(image, "PNG", transparency=0)
+
+
+def sixteen_bit() -> bytes:
+    image = Image.new("I;16", (16, 8))
+    image.paste(65535, (8, 0, 16, 8))
+    return encoded(image, "PNG")
+
+
+ACCEPTED = {
+    # name: (bytes, pixel (x, y) -> expected RGB after intake)
+    "animated GIF: first frame": (animated_gif, {(5, 5): (255, 0, 0)}),
+    "RGBA: transparency onto white": (transparent_rgba, {(15, 5): (255, 255, 255), (5, 5): (0, 0, 255)}),
+    "P with transparency": (palette_with_transparency, {(5, 5): (255, 255, 255), (15, 5): (0, 200, 0)}),
+    "CMYK JPEG": (lambda: encoded(Image.new("CMYK", (16, 16), (0, 255, 255, 0)), "JPEG", quality=95),
+                  {(8, 8): (255, 0, 0)}),
+    "16-bit grey PNG": (sixteen_bit, {(2, 2): (0, 0, 0), (12, 2): (255, 255, 255)}),
+    "grey + alpha": (lambda: encoded(Image.new("LA", (8, 8), (0, 255)), "PNG"), {(4, 4): (0, 0, 0)}),
+    "WebP": (lambda: encoded(Image.new("RGB", (8, 8), (0, 0, 255)), "WEBP", lossless=True), {(4, 4): (0, 0, 255)}),
+}
+
+
+@pytest.mark.parametrize("case", list(ACCEPTED))
+def test_odd_modes_become_rgb(case, settings):
+    make, pixels = ACCEPTED[case]
+    image = load_image(make(), settings)
+    assert image.mode == "RGB"
+    for xy, rgb in pixels.items():
+        assert all(abs(a - b) <= 3 for a, b in zip(image.getpixel(xy), rgb, strict=True)), (xy, image.getpixel(xy))
+
+
+REFUSED = {
+    "text renamed .png": (lambda: b"hello, I am a text file\n" * 20, "not an image"),
+    "TIFF": (lambda: encoded(Image.new("RGB", (8, 8)), "TIFF"), "TIFF images are not accepted"),
+    "SVG": (lambda: b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>', "SVG"),
+    "bomb: 100000x100000 declared": (lambda: declared_only_png(100_000, 100_000), "too large"),
+    "bomb: just over the pixel limit": (lambda: declared_only_png(8_000, 6_000), "too large"),
+    "truncated PNG": (lambda: png_bytes((300, 300))[:200], "broken image"),
+    "empty file": (lambda: b"", "not an image"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_bad_files_are_refused_clearly(case, settings):
+    make, message = REFUSED[case]
+    data = make()
+    assert len(data) < 50_000  # small files: the bombs only declare their size
+    t0 = time.perf_counter()
+    with pytest.raises(InputError, match=message):
+        load_image(data, settings, name="upload.png")
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_upload_over_the_byte_limit(settings, tmp_path):
+    small = dataclasses.replace(settings, max_upload_bytes=10_000)
+    path = tmp_path / "big.png"
+    path.write_bytes(encoded(Image.effect_noise((200, 200), 50).convert("RGB"), "PNG"))
+    with pytest.raises(InputError, match="larger than 10,000 bytes"):
+        load_image(path, small)
+    assert load_image(path, settings).size == (200, 200)
+
+
+def test_allowed_formats_setting(settings):
+    only_png = dataclasses.replace(settings, allowed_image_formats=("PNG",))
+    with pytest.raises(InputError, match="JPEG images are not accepted"):
+        load_image(encoded(Image.new("RGB", (8, 8)), "JPEG"), only_png)
+
+
+def test_settings_from_environment():
+    s = Settings.from_env({"VLM_DEMO_URL_FETCH": "yes", "VLM_DEMO_URL_ALLOWED_HOSTS": "a.example, b.example",
+                           "VLM_DEMO_MAX_TURNS": "6", "VLM_DEMO_URL_TIMEOUT_S": "2.5"})
+    assert s.url_fetch is True and s.url_allowed_hosts == ("a.example", "b.example")
+    assert s.max_turns == 6 and s.url_timeout_s == 2.5
+    assert Settings.from_env({"VLM_DEMO_URL_FETCH": "off"}).url_fetch is False
+    assert Settings().url_fetch is False and Settings().url_allowed_hosts == ()  # off by default
+    with pytest.raises(Exception, match="VLM_DEMO_URL_FETCH"):
+        Settings.from_env({"VLM_DEMO_URL_FETCH": "maybe"})
+
+
+# --- URLs (issue 5, cases 1-7) ------------------------------------------------------------------------
+
+BAD_URLS = {
+    # (1) loopback, private, link-local, cloud metadata
+    "loopback": ("http://127.0.0.1:{port}/ok.png", "loopback"),
+    "localhost": ("http://localhost:{port}/ok.png", "loopback"),
+    "IPv6 loopback": ("http://[::1]:{port}/ok.png", "loopback"),
+    "private 10/8": ("http://10.0.0.5/x.png", "private"),
+    "cloud metadata": ("http://169.254.169.254/latest/meta-data/", "link-local"),
+    "metadata by name": ("http://metadata.google.internal/computeMetadata/v1/", "link-local"),
+    "AWS IPv6 metadata": ("http://[fd00:ec2::254]/latest/meta-data/", "private"),
+    # (2) redirects from an allowed host to an internal one
+    "redirect to private": ("http://images.example.com:{port}/to-internal", "private"),
+    "redirect to loopback": ("http://images.example.com:{port}/to-loopback", "loopback"),
+    "redirect to metadata": ("http://images.example.com:{port}/to-metadata", "link-local"),
+    "redirect to file://": ("http://images.example.com:{port}/to-file", "file:// URLs are refused"),
+    "redirect loop": ("http://images.example.com:{port}/loop", "too many redirects"),
+    # (3) other spellings of internal addresses, and names that resolve to them
+    "decimal 2130706433": ("http://2130706433:{port}/ok.png", "loopback"),
+    "hex 0x7f000001": ("http://0x7f000001:{port}/ok.png", "loopback"),
+    "octal 0177.0.0.1": ("http://0177.0.0.1:{port}/ok.png", "loopback"),
+    "IPv4-mapped IPv6": ("http://[::ffff:127.0.0.1]:{port}/ok.png", "loopback"),
+    "name -> mapped IPv6": ("http://mapped.example.com:{port}/ok.png", "loopback"),
+    "100.64/10": ("http://100.64.0.1/x.png", "not a public address"),
+    "name -> 100.64/10": ("http://cgnat.example.com/x.png", "not a public address"),
+    "name -> private": ("http://rebind.example.com:{port}/ok.png", "private"),
+    "one private answer of several": ("http://mixed.example.com:{port}/ok.png", "private"),
+    "host not allowed": ("http://evil.example.net/ok.png", "not on the allowed list"),
+    # (4) backslash and user-info confusion
+    "backslash @": ("http://127.0.0.1:8000\\@images.example.com/x.png", "backslash"),
+    "user-info": ("http://images.example.com@127.0.0.1:{port}/ok.png", "user name or password"),
+    "user:password": ("http://u:p@images.example.com:{port}/ok.png", "user name or password"),
+    "space": ("http://images.example.com/ x.png", "spaces"),
+    # (5) other schemes and paths
+    "file://": ("file:///etc/passwd", "file:// URLs are refused"),
+    "ftp://": ("ftp://images.example.com/x.png", "ftp:// URLs are refused"),
+    "gopher://": ("gopher://127.0.0.1:6379/_INFO", "gopher:// URLs are refused"),
+    "../ path": ("../../etc/passwd", "paths are refused"),
+    "absolute path": ("/etc/passwd", "paths are refused"),
+    # (6) malformed data: URLs
+    "data: no comma": ("data:image/png;base64", "malformed data: URL"),
+    "data: bad base64": ("data:image/png;base64,@@@not-base64@@@", "does not decode"),
+    "data: not an image type": ("data:text/html;base64,PGgxPmhpPC9oMT4=", "only image/\\* is accepted"),
+    "data: image type, text inside": ("data:image/png;base64," + base64.b64encode(b"plain text").decode(),
+                                      "not an image"),
+    # (7) huge, endless and slow bodies
+    "declared huge": ("http://images.example.com:{port}/huge.png", "the limit is 300,000"),
+    "endless body": ("http://images.example.com:{port}/endless.png", "past the 300,000-byte limit"),
+    "slow body": ("http://images.example.com:{port}/slow.png", "no complete answer within 1.5 s"),
+    "silent server": ("http://images.example.com:{port}/silent.png", "no complete answer within 1.5 s"),
+    "404": ("http://images.example.com:{port}/missing.png", "answered 404"),
+}
+
+
+@pytest.fixture
+def internet(monkeypatch):
+    with local_internet(monkeypatch) as net:
+        yield net
+
+
+@pytest.mark.parametrize("case", list(BAD_URLS))
+async def test_bad_urls_are_refused(case, internet, settings):
+    url, message = BAD_URLS[case]
+    t0 = time.perf_counter()
+    with pytest.raises(InputError, match=message):
+        await load_image_url(url.format(port=internet.port), url_settings(settings))
+    assert time.perf_counter() - t0 < 3.0  # the 1.5-s budget holds, with slack for a busy machine
+    assert all("93.184.216.34" in seen for seen in internet.seen)  # nothing else was ever contacted
+
+
+async def test_allowed_urls_work_and_redirects_are_rechecked(internet, settings):
+    s = url_settings(settings)
+    image = await load_image_url(internet.url("/ok.png"), s)
+    assert image.size == (64, 48) and image.getpixel((1, 1)) == (200, 40, 40)
+    assert (await load_image_url(internet.url("/to-ok"), s)).size == (64, 48)
+    assert (await load_image_url(internet.url("/ok.png", host="cdn.example.com"), s)).size == (64, 48)
+    with pytest.raises(InputError, match="too many redirects"):
+        await load_image_url(internet.url("/to-ok"), dataclasses.replace(s, url_max_redirects=0))
+    data = "data:image/png;base64," + base64.b64encode(png_bytes((5, 4))).decode()
+    assert (await load_image_url(data, s)).size == (5, 4)
+
+
+async def test_url_fetching_is_off_by_default(internet, settings):
+    with pytest.raises(InputError, match="fetching image URLs is off"):
+        await load_image_url(internet.url("/ok.png"), settings)
+    assert internet.seen == []
+    data = "data:image/png;base64," + base64.b64encode(png_bytes((5, 4))).decode()
+    assert (await load_image_url(data, settings)).size == (5, 4)  # data: URLs need no fetching
+
+
+@pytest.mark.parametrize("address, reason", [
+    ("8.8.8.8", None), ("2606:4700::1111", None), ("127.0.0.2", "loopback"), ("0.0.0.0", "unspecified"),
+    ("192.0.2.1", "private"), ("100.100.1.1", "not a public address"), ("224.0.0.1", "multicast"), ("2002:7f00:1::", "loopback"),
+    ("64:ff9b::a00:5", "private"), ("fe80::1", "link-local"), ("::ffff:10.1.2.3", "private"),
+])
+def test_internal_addresses(address, reason):
+    got = internal_reason(address)
+    assert (got is None) if reason is None else (reason in got), got
+
+
+def test_is_url():
+    assert is_url("https://x.example/a.png") and is_url("data:image/png;base64,AAAA") and is_url("file:///etc")
+    assert not is_url("pictures/a.png") and not is_url("../a.png") and not is_url("C:\\pics\\a.png")
