@@ -54,3 +54,19 @@ def make_image(width: int, height: int, seed: int = 0) -> Image.Image:
 def _artifacts_dir():
     ARTIFACTS.mkdir(exist_ok=True)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+
+_REPORTS: list[str] = []
+
+
+@pytest.fixture
+def report():
+    """``report(line)``: a figure measured by a test, printed in the summary at the end of the run."""
+    return _REPORTS.append
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _REPORTS:
+        terminalreporter.section("measured")
+        for line in _REPORTS:
+            terminalreporter.write_line(line)

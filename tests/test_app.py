@@ -4,27 +4,34 @@ streaming with the three panels, Stop, inspect-only sliders, model switching and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import html
+import json
+import os
 import re
 import socket
+import threading
 import time
 
+import httpx
+import psutil
 import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
 
 from vlm_demo.engine import EngineManager
-from vlm_demo.registry import Sampling
+from vlm_demo.registry import Registry, Sampling
 from vlm_demo.service import ChatService
 from vlm_demo.ui import build_app, launch_kwargs
 
-from .conftest import ARTIFACTS, make_image
+from .conftest import ARTIFACTS, ROOT, make_image
+from .intake_servers import Internet, local_internet, url_settings
 
 MODEL, OTHER = "tiny-qwen2.5-vl", "tiny-llava-1.5"
 CHROMIUM = "/usr/bin/chromium"
 CHAT_OUTPUTS = ["prompt", "runs", "table", "gallery", "budget", "chat", "stats", "box", "engine_state",
-                "export_json", "export_curl", "export_py"]
+                "export_json", "export_curl", "export_py", "urls"]
 
 
 def free_port() -> int:
@@ -33,17 +40,33 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclasses.dataclass
+class App:
+    """The running app under test."""
+
+    url: str
+    engines: EngineManager
+    registry: Registry
+    service: ChatService
+    internet: Internet
+    """The local stand-in for image hosts (URL fetching is on, for the test hosts only)."""
+
+    def __iter__(self):  # url, engines, registry = app
+        return iter((self.url, self.engines, self.registry))
+
+
 @pytest.fixture(scope="module")
 def app(registry, settings, tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, local_internet(mp) as internet:
         mp.setenv("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
-        app_settings = dataclasses.replace(settings, switch_wait_s=1.0)
+        app_settings = url_settings(settings, switch_wait_s=1.0, max_upload_bytes=2_000_000)
         engines = EngineManager(app_settings)
-        demo = build_app(ChatService(registry, engines, app_settings), default_model=MODEL)
+        service = ChatService(registry, engines, app_settings)
+        demo = build_app(service, default_model=MODEL)
         port = free_port()
         demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                     **launch_kwargs(app_settings))
-        yield f"http://127.0.0.1:{port}/", engines, registry
+        yield App(f"http://127.0.0.1:{port}/", engines, registry, service, internet)
         demo.close()
         engines.shutdown_all()
 
@@ -62,9 +85,10 @@ def slider_values(registry, model: str, **overrides) -> list[int]:
     return [overrides.get(k, defaults[k]) for k in sorted(defaults)]
 
 
-def chat_args(registry, picture, model=MODEL, text="What is in this picture?", max_tokens=24, seed=7, **sliders):
-    message = {"text": text, "files": [handle_file(str(picture))]}
-    return [message, [], model, "", 0.7, 0.9, max_tokens, seed, *slider_values(registry, model, **sliders)]
+def chat_args(registry, picture, model=MODEL, text="What is in this picture?", max_tokens=24, seed=7, urls="",
+              **sliders):
+    message = {"text": text, "files": [handle_file(str(p)) for p in ([picture] if picture else [])]}
+    return [message, [], model, "", 0.7, 0.9, max_tokens, seed, *slider_values(registry, model, **sliders), urls]
 
 
 def named(*updates) -> dict:
@@ -119,7 +143,7 @@ def test_inspect_only_follows_the_slider(app, picture):
     message = {"text": "Count the shops.", "files": [handle_file(str(picture))]}
     counts = []
     for max_pixels in (100352, 401408):
-        out = client.predict(message, MODEL, "", *slider_values(registry, MODEL, max_pixels=max_pixels),
+        out = client.predict(message, MODEL, "", *slider_values(registry, MODEL, max_pixels=max_pixels), "",
                              api_name="/inspect")
         counts.append(out[2]["data"][0][3])
     assert counts[0] < counts[1]
@@ -210,9 +234,216 @@ def test_in_a_real_browser(app, picture):
             page.wait_for_function(
                 "b => document.querySelector('#budget-text').innerText !== b", arg=before, timeout=60_000)
             assert page.locator("#budget-text").inner_text() != before
+            # a refused image URL is a clear message on the page, and the page goes on working
+            page.locator("#image-urls textarea").fill("http://2130706433/latest/meta-data/")
+            page.locator("#question textarea").fill("And this one?")
+            page.locator("#question textarea").press("Enter")
+            page.get_by_text("loopback address").first.wait_for(timeout=30_000)
         finally:
             page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
             browser.close()
+
+
+def inspect_args(registry, urls="", text="What is this?", files=()):
+    return [{"text": text, "files": list(files)}, MODEL, "", *slider_values(registry, MODEL), urls]
+
+
+def raw_call(url: str, api_name: str, data: list) -> tuple[str, object]:
+    """A hand-written Gradio API call (no client-side checks): the last SSE event and its data."""
+    with httpx.Client(base_url=url, trust_env=False, timeout=60) as http:
+        event_id = http.post(f"gradio_api/call/{api_name}", json={"data": data}).raise_for_status().json()["event_id"]
+        event, payload = "", None
+        with http.stream("GET", f"gradio_api/call/{api_name}/{event_id}") as stream:
+            for line in stream.iter_lines():
+                if line.startswith("event:"):
+                    event = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and event in ("complete", "error"):
+                    payload = json.loads(line.split(":", 1)[1])
+                    return event, payload
+    return event, payload
+
+
+def test_bad_urls_files_and_payloads_through_the_api(app, tmp_path):
+    """Issue 5 cases 1-11 and 13: each is a clear error through the Gradio API, and nothing breaks."""
+    from .test_intake import BAD_URLS, REFUSED
+
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    for bad, message in BAD_URLS.values():
+        with pytest.raises(AppError, match=message):
+            client.predict(*inspect_args(registry, urls=bad.format(port=app.internet.port)), api_name="/inspect")
+    assert all("93.184.216.34" in seen for seen in app.internet.seen), "an internal address was contacted"
+    for i, (make, message) in enumerate(REFUSED.values()):
+        path = tmp_path / f"{i}-upload.png"
+        path.write_bytes(make())
+        with pytest.raises(AppError, match=message):
+            client.predict(*inspect_args(registry, files=[handle_file(str(path))]), api_name="/inspect")
+    # (10) over the upload limit: Gradio itself refuses the upload (max_file_size)
+    big = tmp_path / "big.png"
+    big.write_bytes(b"\x89PNG" + os.urandom(2_100_000))
+    with pytest.raises(Exception, match="(?i)too large|exceeds|maximum"):
+        client.predict(*inspect_args(registry, files=[handle_file(str(big))]), api_name="/inspect")
+    # (11) more images than the model takes
+    good = tmp_path / "good.png"
+    make_image(64, 64).save(good)
+    with pytest.raises(AppError, match="5 images in one message"):
+        client.predict(*inspect_args(registry, files=[handle_file(str(good))] * 5), api_name="/inspect")
+    # (13) hand-written payloads naming server files, by path and by URL
+    for target in ("/etc/passwd", str(ROOT / "models.yaml"), "../../../../etc/passwd",
+                   "http://169.254.169.254/latest/meta-data/"):
+        part = {"path": target, "meta": {"_type": "gradio.FileData"}}
+        if target.startswith("http"):
+            part["url"] = target
+        event, payload = raw_call(url, "inspect", [{"text": "hi", "files": [part]}, None, MODEL, "",
+                                                   *slider_values(registry, MODEL), ""])
+        assert event == "error", (target, event, payload)
+        assert "root:" not in json.dumps(payload) and "tiny-qwen" not in json.dumps(payload)
+    # ... and the next request works, with an image from an allowed URL
+    out = client.predict(*inspect_args(registry, urls=app.internet.url("/ok.png")), api_name="/inspect")
+    assert out[2]["data"][0][5] == "64x48"
+    assert engines.running_requests() == 0
+
+
+def test_prompt_over_the_context_is_refused_before_generating(app, picture):
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    client.predict(MODEL, api_name="/load_model")
+    starts = engines.starts
+    with pytest.raises(AppError, match=r"the prompt is [\d,]+ tokens; tiny-qwen2.5-vl holds 4,096"):
+        client.predict(*chat_args(registry, picture, text="many words " * 700), api_name="/chat")
+    assert engines.running_requests() == 0
+    job = client.submit(*chat_args(registry, picture), api_name="/chat")
+    assert named(*list(job), job.result())["chat"][-1]["content"]
+    assert engines.starts == starts
+
+
+def test_closing_the_tab_aborts_the_engine_request(app):
+    """A client that goes away mid-stream (a closed tab: its event stream drops) ends the vLLM request."""
+    url, engines, registry = app
+    data = [{"text": "Tell me a long story.", "files": []}, [], None, MODEL, "", 0.7, 0.9, 2048, 1,
+            *slider_values(registry, MODEL), ""]
+    with httpx.Client(base_url=url, trust_env=False, timeout=60) as http:
+        event_id = http.post("gradio_api/call/chat", json={"data": data}).raise_for_status().json()["event_id"]
+        with http.stream("GET", f"gradio_api/call/chat/{event_id}") as stream:
+            for line in stream.iter_lines():
+                if engines.running_requests() and line.startswith("event: generating"):
+                    break  # the answer is streaming: drop the connection
+    deadline = time.monotonic() + 20
+    while engines.running_requests() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert engines.running_requests() == 0
+
+
+def test_a_full_queue_answers_busy(app, picture):
+    """More users than the queue holds: the extra ones get "queue is full" at once, the rest answers."""
+    url, engines, registry = app
+    small = dataclasses.replace(app.service.settings, queue_concurrency=1, queue_max_size=1)
+    demo = build_app(ChatService(registry, engines, small), default_model=MODEL)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_kwargs(small))
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        jobs = [client.submit(*chat_args(registry, picture, max_tokens=48, seed=1), api_name="/chat")
+                for _ in range(6)]
+        outcomes = []
+        t0 = time.monotonic()
+        for job in jobs:
+            try:
+                job.result(timeout=180)
+                outcomes.append("answered")
+            except Exception as exc:  # noqa: BLE001 - the test sorts the outcomes
+                outcomes.append("busy" if "queue is full" in str(exc).lower() else f"other: {exc}")
+        assert time.monotonic() - t0 < 180
+        assert "busy" in outcomes and "answered" in outcomes, outcomes
+        assert all(o in ("busy", "answered") for o in outcomes), outcomes
+        assert engines.running_requests() == 0
+    finally:
+        demo.close()
+
+
+def _tree_rss(pids) -> int:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            total += psutil.Process(pid).memory_info().rss
+    return total
+
+
+def test_sixteen_users(app, picture, report):
+    """Load: 16 gradio_client users chat for a bounded time; no failures, nothing left running,
+    memory (app process + engine processes) stable."""
+    url, engines, registry = app
+    users, duration_s = 16, 40.0
+    engine = engines.engine(MODEL) or asyncio.run(engines.get(registry.get(MODEL)))
+    pids = [os.getpid(), *engines.engine(MODEL).child_pids]
+    Client(url, verbose=False).predict(*chat_args(registry, picture, max_tokens=8), api_name="/chat")  # warm
+    rss_before = _tree_rss(pids)
+    counts = {"answered": 0, "failed": 0}
+    errors: list[str] = []
+    lock = threading.Lock()
+    stop_at = time.monotonic() + duration_s
+
+    def user(i: int) -> None:
+        client = Client(url, verbose=False)
+        while time.monotonic() < stop_at:
+            try:
+                job = client.submit(*chat_args(registry, picture, max_tokens=16, seed=i), api_name="/chat")
+                out = named(*list(job), job.result(timeout=120))
+                assert out["chat"][-1]["content"] and "tokens/s" in out["stats"]
+                with lock:
+                    counts["answered"] += 1
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                with lock:
+                    counts["failed"] += 1
+                    errors.append(repr(exc)[:200])
+
+    threads = [threading.Thread(target=user, args=(i,)) for i in range(users)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=duration_s + 180)
+    wall = time.monotonic() - t0
+    time.sleep(1.0)
+    rss_after = _tree_rss(pids)
+    figures = (f"load test: {users} users, {wall:.0f} s: {counts['answered']} answers "
+               f"({counts['answered'] / wall:.1f}/s), {counts['failed']} failed; running engine requests after: "
+               f"{engines.running_requests()}; RSS app+engine {rss_before / 2**20:.0f} MiB -> "
+               f"{rss_after / 2**20:.0f} MiB ({100 * (rss_after - rss_before) / rss_before:+.1f}%)")
+    report(figures)
+    assert not any(t.is_alive() for t in threads), "a user hung"
+    assert counts["failed"] == 0, errors[:3]
+    assert counts["answered"] >= users
+    assert engines.running_requests() == 0
+    assert engine is engines.engine(MODEL) and not engine.dead
+    assert rss_after < rss_before * 1.15, figures
+
+
+def test_engine_killed_mid_answer(app, picture):
+    """The engine process dies during an answer: that user gets a clear error, the page lives on,
+    and the next request starts a new engine."""
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    engine = engines.engine(MODEL)
+    starts = engines.starts
+    job = client.submit(*chat_args(registry, picture, max_tokens=2048, seed=1), api_name="/chat")
+    deadline = time.monotonic() + 120
+    while engines.running_requests() == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engines.running_requests() == 1
+    for pid in engine.child_pids:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+    with pytest.raises(AppError, match="engine stopped.*the next request restarts it"):
+        job.result(timeout=60)
+    other = Client(url, verbose=False)  # another session: the page still answers
+    assert "Tiny Qwen2.5-VL" in other.predict(MODEL, api_name="/load_model")
+    job = other.submit(*chat_args(registry, picture), api_name="/chat")
+    assert named(*list(job), job.result(timeout=300))["chat"][-1]["content"]
+    assert engines.starts == starts + 1 and engines.engine(MODEL) is not engine
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                   for pid in engine.child_pids)
 
 
 def test_switch_waits_for_other_users_then_refuses(app, picture):

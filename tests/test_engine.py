@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import math
 
 import psutil
+import pytest
 
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Rendered, Turn
@@ -179,3 +181,34 @@ async def test_internvl_256_tokens_per_tile(service, engines):
 
 async def test_ovis_partitions(service, engines):
     await check_expansion(service, engines, "tiny-ovis2")
+
+
+@pytest.mark.parametrize("problem", ["no such directory", "not a model", "broken config", "not enough memory"])
+async def test_an_engine_that_cannot_start_names_the_cause(problem, settings, registry, tmp_path):
+    import json
+
+    from vlm_demo.engine import EngineManager
+    from vlm_demo.errors import EngineStartError
+    from vlm_demo.registry import ModelSpec
+
+    spec = registry.get("tiny-llava-1.5")
+    expected = {"no such directory": "is not a model directory", "not a model": "is not a model directory",
+                "broken config": "could not start broken .*no_such_architecture",
+                "not enough memory": "not enough memory to start"}
+    if problem == "not enough memory":
+        manager = EngineManager(dataclasses.replace(settings, cpu_kv_cache_gib=100_000.0))
+    else:
+        manager = EngineManager(settings)
+        model_dir = tmp_path / "model"
+        if problem != "no such directory":
+            model_dir.mkdir()
+        if problem == "broken config":
+            (model_dir / "config.json").write_text(json.dumps({"model_type": "no_such_architecture"}))
+        spec = ModelSpec(name="broken", label="Broken", family="llava", path=str(model_dir))
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(EngineStartError, match=expected[problem]) as caught:
+        await manager.get(spec)
+    assert "\n" not in str(caught.value)
+    assert manager.loaded() == [] and manager.state(spec.name) == "not loaded"
+    left = {p.pid for p in psutil.Process().children(recursive=True)} - before
+    assert not [p for p in left if "resource_tracker" not in " ".join(psutil.Process(p).cmdline())]

@@ -226,7 +226,8 @@ async def test_url_fetching_is_off_by_default(internet, settings):
 
 @pytest.mark.parametrize("address, reason", [
     ("8.8.8.8", None), ("2606:4700::1111", None), ("127.0.0.2", "loopback"), ("0.0.0.0", "unspecified"),
-    ("192.0.2.1", "private"), ("100.100.1.1", "not a public address"), ("224.0.0.1", "multicast"), ("2002:7f00:1::", "loopback"),
+    ("192.0.2.1", "private"), ("100.100.1.1", "not a public address"), ("224.0.0.1", "multicast"),
+    ("2002:7f00:1::", "loopback"),
     ("64:ff9b::a00:5", "private"), ("fe80::1", "link-local"), ("::ffff:10.1.2.3", "private"),
 ])
 def test_internal_addresses(address, reason):

@@ -246,7 +246,8 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
     assert all(counts), counts
     assert theirs.count(image_id) == sum(counts) == ours.count(image_id)
     if ours != theirs:
-        first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        pairs = enumerate(zip(ours, theirs, strict=False))
+        first = next((i for i, (a, b) in pairs if a != b), min(len(ours), len(theirs)))
         pytest.fail(f"{spec.name}: inspector has {len(ours)} ids, server {len(theirs)}; first difference at "
                     f"{first}: ours {ours[first:first + 8]}, server's {theirs[first:first + 8]}")
     assert served["count"] == len(ours)

@@ -47,7 +47,13 @@ def resolve_host(host: str, port: int) -> list[str]:
 
 #: Hooks the tests replace: name resolution, and the HTTP transport (to reach their 127.0.0.1 servers).
 RESOLVE: Resolver = resolve_host
-TRANSPORT: Callable[[], httpx.AsyncBaseTransport | None] = lambda: None
+
+
+def _no_transport() -> httpx.AsyncBaseTransport | None:
+    return None  # httpx's own
+
+
+TRANSPORT: Callable[[], httpx.AsyncBaseTransport | None] = _no_transport
 
 
 async def load_image_url(url: str, settings: Settings) -> Image.Image:

@@ -84,6 +84,10 @@ class EngineArgs:
     """Share of GPU memory vLLM may take."""
     max_num_seqs: int | None = Field(None, ge=1)
     """Most requests batched at once."""
+    max_num_batched_tokens: int | None = Field(None, ge=1)
+    """Most tokens one engine step processes (prompt chunks and answers together)."""
+    enable_chunked_prefill: bool | None = None
+    """Split long prompts over several engine steps (vLLM's default: on)."""
     enforce_eager: bool | None = None
     """Skip CUDA graphs / torch.compile (faster start, slower steps)."""
     enable_mm_embeds: bool | None = None

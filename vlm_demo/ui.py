@@ -111,12 +111,12 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
                            sampling=sampling_params)
 
-    async def read_message(message: dict[str, Any] | None, urls: str | None = "") -> tuple[str, list[str], tuple]:
+    async def read_message(message: dict[str, Any] | None, url_text: str | None = "") -> tuple[str, list[str], tuple]:
         """The message's text, its uploaded file paths, and every image decoded and checked
         (uploads first, then the URLs, one a line)."""
         text = (message or {}).get("text", "") or ""
         files = [f if isinstance(f, str) else f["path"] for f in (message or {}).get("files", []) or []]
-        links = [line.strip() for line in (urls or "").splitlines() if line.strip()]
+        links = [line.strip() for line in (url_text or "").splitlines() if line.strip()]
         try:
             images = [load_image_embeds(path, settings) if path.endswith(".safetensors") else load_image(path, settings)
                       for path in files]
@@ -128,9 +128,9 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
             raise gr.Error(str(exc)) from None
         return text, files, tuple(images)
 
-    async def to_inspect(message: dict[str, Any] | None, turns: list[Turn], urls: str) -> list[Turn]:
+    async def to_inspect(message: dict[str, Any] | None, turns: list[Turn], url_text: str) -> list[Turn]:
         """The conversation to inspect: with the typed message, or else up to the last question."""
-        text, _, images = await read_message(message, urls)
+        text, _, images = await read_message(message, url_text)
         if text or images:
             return [*turns, Turn("user", text, images)]
         return turns[:-1] if turns and turns[-1].role == "assistant" else turns
@@ -152,7 +152,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                     body = chat_completions_body(request, registry.get(request.model))
                     yield {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
                            budget: p["budget"], chatbot: history, stats: "generating…",
-                           box: gr.MultimodalTextbox(value=None),
+                           box: gr.MultimodalTextbox(value=None), urls: "",
                            engine_state: _state_text(service, request.model), export_json: json.dumps(body, indent=1),
                            export_curl: serve_command(registry.get(request.model)) + "\n\n" + curl_command(),
                            export_py: python_snippet(body)}
@@ -167,11 +167,11 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                     yield {chatbot: history, stats: _stats(event), state: [*turns, Turn("assistant", event.answer)]}
 
     async def submit(message, history, turns, model, system, temperature, top_p, max_tokens, seed, *rest):
-        *sliders, urls = rest
-        text, files, images = await read_message(message, urls)
+        *sliders, url_text = rest
+        text, files, images = await read_message(message, url_text)
         turns = [*turns, Turn("user", text, images)]
         request = make_request(model, turns, system, (temperature, top_p, max_tokens, seed), sliders)
-        links = "".join(f"\n[image: {line.strip()[:80]}]" for line in (urls or "").splitlines() if line.strip())
+        links = "".join(f"\n[image: {line.strip()[:80]}]" for line in (url_text or "").splitlines() if line.strip())
         new_history = [*history, {"role": "user", "content": [*({"path": p} for p in files), text + links]}]
         async for update in run_chat(turns, new_history, request, rollback=history):
             yield update
@@ -192,8 +192,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
 
     async def inspect_only(message, turns, model, system, *rest):
         """Render and expand without generating (the sliders call this as they move)."""
-        *sliders, urls = rest
-        turns = await to_inspect(message, turns, urls)
+        *sliders, url_text = rest
+        turns = await to_inspect(message, turns, url_text)
         if not turns:
             return {stats: "add an image or a question to inspect"}
         request = make_request(model, turns, system, (0.0, 1.0, 1, None), sliders)
@@ -213,8 +213,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
             raise gr.Error(str(exc)) from None
         return _state_text(service, name)
 
-    async def compare(message, turns, model_a, kwargs_a, model_b, kwargs_b, urls=""):
-        all_turns = await to_inspect(message, turns, urls)
+    async def compare(message, turns, model_a, kwargs_a, model_b, kwargs_b, url_text=""):
+        all_turns = await to_inspect(message, turns, url_text)
         if not all_turns:
             raise gr.Error("add an image and a question first")
         outputs = []
@@ -296,7 +296,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
 
         sampling_inputs = [temperature, top_p, max_tokens, seed, *sliders]
         outputs = [prompt_box, runs_box, table, gallery, budget, chatbot, stats, box, engine_state, state,
-                   export_json, export_curl, export_py]
+                   export_json, export_curl, export_py, urls]
         chat_event = box.submit(submit, [box, chatbot, state, model, system, *sampling_inputs, urls], outputs,
                                 api_name="chat")
         retry_event = retry_btn.click(retry, [chatbot, state, model, system, *sampling_inputs], outputs,

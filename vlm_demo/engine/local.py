@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -17,6 +18,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import psutil
@@ -116,7 +118,9 @@ class Engine:
             conversation, dict_prompt = await renderer.render_messages_async(messages, chat_params(kwargs))
             _unwrap_plain_embeds(dict_prompt)
             prompt_text = dict_prompt.get("prompt", "")
-            (tok_prompt,) = await renderer.tokenize_prompts_async([dict_prompt], renderer.default_chat_tok_params)
+            # No length limit here: the service refuses an over-long prompt with its exact expanded count.
+            tok_params = dataclasses.replace(renderer.default_chat_tok_params, max_total_tokens=None)
+            (tok_prompt,) = await renderer.tokenize_prompts_async([dict_prompt], tok_params)
             if kwargs:  # what render_chat_async's prompt_extras does with the server's mm_processor_kwargs
                 tok_prompt["mm_processor_kwargs"] = kwargs
             # skip_mm_cache: processed images still come from the processor cache, but are not marked
@@ -333,7 +337,12 @@ class EngineManager:
             kwargs["served_model_name"] = spec.repo
         kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
         if not has_gpu():
-            kwargs["kv_cache_memory_bytes"] = int(self.settings.cpu_kv_cache_gib * 2**30)
+            kwargs["kv_cache_memory_bytes"] = need = int(self.settings.cpu_kv_cache_gib * 2**30)
+            free = psutil.virtual_memory().available
+            if need > free:  # vLLM would find out inside its engine process, with the reason only in its log
+                raise EngineStartError(
+                    f"not enough memory to start {spec.name}: its KV cache needs {need / 2**30:.1f} GiB, "
+                    f"{free / 2**30:.1f} GiB is free (lower VLLM_DEMO_CPU_KV_CACHE_GIB or stop other programs)")
         before = _descendants()
         t0 = time.perf_counter()
         try:
@@ -351,6 +360,9 @@ class EngineManager:
         if spec.tiny:
             return str(tiny_model_dir(spec.family, self.settings.cache_dir / "tiny-models"))
         if spec.repo is None:
+            if not (Path(spec.path or "") / "config.json").is_file():
+                raise EngineStartError(f"could not start {spec.name}: {spec.path} is not a model directory "
+                                       "(no config.json there)")
             return spec.path or ""
         from huggingface_hub import snapshot_download
 
@@ -360,8 +372,10 @@ class EngineManager:
             raise EngineStartError(f"could not download {spec.repo}: {_root_cause(exc)}") from exc
 
 
-def _root_cause(exc: BaseException) -> str:
+def _root_cause(exc: BaseException, limit: int = 300) -> str:
+    """The innermost cause of ``exc`` on one line, at most ``limit`` characters."""
     while exc.__cause__ is not None:
         exc = exc.__cause__
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip() and "errors.pydantic" not in line)
+    text = f"{type(exc).__name__}: {text}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
