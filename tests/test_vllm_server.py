@@ -29,7 +29,6 @@ import pytest
 from PIL import Image
 
 from vlm_demo.engine import EngineManager
-from vlm_demo.engine.local import has_gpu
 from vlm_demo.registry import ModelSpec
 from vlm_demo.service import ChatRequest, ChatService, Turn, to_openai_messages
 from vlm_demo.settings import Settings
@@ -78,12 +77,8 @@ def _flag(key: str, value: object) -> list[str]:
 
 
 def engine_kwargs(spec: ModelSpec, settings: Settings) -> dict[str, Any]:
-    """The ``AsyncEngineArgs`` keyword arguments the app starts ``spec`` with (``EngineManager._start``)."""
-    kwargs: dict[str, Any] = dict(spec.engine_args.to_vllm())
-    kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
-    if not has_gpu():
-        kwargs["kv_cache_memory_bytes"] = int(settings.cpu_kv_cache_gib * 2**30)
-    return kwargs
+    """The ``AsyncEngineArgs`` keyword arguments the app starts ``spec`` with."""
+    return EngineManager(settings).engine_kwargs(spec)
 
 
 def server_argv(spec: ModelSpec, model_dir: str, settings: Settings, port: int) -> list[str]:

@@ -332,17 +332,15 @@ class EngineManager:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         model = self.model_path(spec)
-        kwargs: dict[str, Any] = dict(spec.engine_args.to_vllm())
+        kwargs = self.engine_kwargs(spec)
         if spec.repo:  # a downloaded snapshot directory: keep the hub name in logs and the API
             kwargs["served_model_name"] = spec.repo
-        kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
-        if not has_gpu():
-            kwargs["kv_cache_memory_bytes"] = need = int(self.settings.cpu_kv_cache_gib * 2**30)
-            free = psutil.virtual_memory().available
-            if need > free:  # vLLM would find out inside its engine process, with the reason only in its log
-                raise EngineStartError(
-                    f"not enough memory to start {spec.name}: its KV cache needs {need / 2**30:.1f} GiB, "
-                    f"{free / 2**30:.1f} GiB is free (lower VLLM_DEMO_CPU_KV_CACHE_GIB or stop other programs)")
+        need = kwargs.get("kv_cache_memory_bytes") or 0
+        free = psutil.virtual_memory().available
+        if need > free:  # vLLM would find out inside its engine process, with the reason only in its log
+            raise EngineStartError(
+                f"not enough memory to start {spec.name}: its KV cache needs {need / 2**30:.1f} GiB, "
+                f"{free / 2**30:.1f} GiB is free (lower VLLM_DEMO_CPU_KV_CACHE_GIB or stop other programs)")
         before = _descendants()
         t0 = time.perf_counter()
         try:
@@ -353,6 +351,20 @@ class EngineManager:
             raise EngineStartError(f"could not start {spec.name} ({model}): {_root_cause(exc)}") from exc
         log.info("started %s in %.1f s", spec.name, time.perf_counter() - t0)
         return Engine(spec, llm, frozenset(_descendants() - before))
+
+    def engine_kwargs(self, spec: ModelSpec) -> dict[str, Any]:
+        """``AsyncEngineArgs`` keyword arguments for ``spec`` (the model path aside); a ``vllm serve``
+        started with the same values renders the same prompts."""
+        kwargs: dict[str, Any] = dict(spec.engine_args.to_vllm())
+        kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
+        if not has_gpu():
+            kwargs["kv_cache_memory_bytes"] = int(self.settings.cpu_kv_cache_gib * 2**30)
+            # vLLM 0.32 on CPU: a seeded request whose prompt is split over engine steps (chunked
+            # prefill) crashes the engine core ("CPU Generator does not use offset"). Whole prompts
+            # avoid it; a model entry may still turn chunking on explicitly.
+            if spec.engine_args.enable_chunked_prefill is None:
+                kwargs["enable_chunked_prefill"] = False
+        return kwargs
 
     def model_path(self, spec: ModelSpec) -> str:
         """What vLLM loads for ``spec``: a freshly built tiny model, a local directory, or a hub
