@@ -31,7 +31,7 @@ from .intake_servers import Internet, local_internet, url_settings
 MODEL, OTHER = "tiny-qwen2.5-vl", "tiny-llava-1.5"
 CHROMIUM = "/usr/bin/chromium"
 CHAT_OUTPUTS = ["prompt", "runs", "table", "gallery", "budget", "chat", "stats", "box", "engine_state",
-                "export_json", "export_curl", "export_py", "urls"]
+                "export_json", "export_curl", "export_py"]
 
 
 def free_port() -> int:
@@ -91,6 +91,13 @@ def chat_args(registry, picture, model=MODEL, text="What is in this picture?", m
     return [message, [], model, "", 0.7, 0.9, max_tokens, seed, *slider_values(registry, model, **sliders), urls]
 
 
+def wait_until(condition, timeout_s: float) -> None:
+    """Poll ``condition`` every 50 ms until it holds or ``timeout_s`` passes (the caller asserts after)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def named(*updates) -> dict:
     """The outputs as they stand after ``updates``: each output's last value that was not a no-op."""
     state: dict = {}
@@ -125,15 +132,11 @@ def test_stop_aborts_the_engine_request(app, picture):
     url, engines, registry = app
     client = Client(url, verbose=False)
     job = client.submit(*chat_args(registry, picture, max_tokens=2048, seed=1), api_name="/chat")
-    deadline = time.monotonic() + 120
-    while engines.running_requests() == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: engines.running_requests() > 0, 120)
     assert engines.running_requests() == 1, "generation should be running"
     time.sleep(0.3)
     job.cancel()
-    deadline = time.monotonic() + 15
-    while engines.running_requests() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: engines.running_requests() == 0, 15)
     assert engines.running_requests() == 0
 
 
@@ -183,7 +186,7 @@ def test_retry_undo_and_compare(app, picture):
     job = client.submit(resend(history), MODEL, "", *sampling, api_name="/retry")
     retried = named(*list(job), job.result())
     assert [m["role"] for m in retried["chat"]] == ["user", "assistant"] and "tokens/s" in retried["stats"]
-    job = client.submit({"text": "And the colours?", "files": []}, resend(retried["chat"]), MODEL, "", *sampling,
+    job = client.submit({"text": "And the colours?", "files": []}, resend(retried["chat"]), MODEL, "", *sampling, "",
                         api_name="/chat")
     longer = named(*list(job), job.result())
     assert len(longer["chat"]) == 4
@@ -192,12 +195,12 @@ def test_retry_undo_and_compare(app, picture):
     undone = client.predict(resend(longer["chat"]), api_name="/undo")
     assert len(undone) == 2
     message = {"text": "Count the shops.", "files": [handle_file(str(picture))]}
-    a, _, b, _ = client.predict(message, MODEL, '{"max_pixels": 100352}', MODEL, '{"max_pixels": 401408}',
+    a, _, b, _ = client.predict(message, MODEL, '{"max_pixels": 100352}', MODEL, '{"max_pixels": 401408}', "",
                                 api_name="/compare")
     image_tokens = [int(x.split("tokens: image ")[1].split(" ")[0].replace(",", "")) for x in (a, b)]
     assert image_tokens[0] < image_tokens[1]
     with pytest.raises(AppError, match="settings must be JSON"):
-        client.predict(message, MODEL, "{oops", MODEL, "{}", api_name="/compare")
+        client.predict(message, MODEL, "{oops", MODEL, "{}", "", api_name="/compare")
 
 
 def test_in_a_real_browser(app, picture):
@@ -328,9 +331,7 @@ def test_closing_the_tab_aborts_the_engine_request(app):
             for line in stream.iter_lines():
                 if engines.running_requests() and line.startswith("event: generating"):
                     break  # the answer is streaming: drop the connection
-    deadline = time.monotonic() + 20
-    while engines.running_requests() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: engines.running_requests() == 0, 20)
     assert engines.running_requests() == 0
 
 
@@ -432,9 +433,7 @@ def test_engine_killed_mid_answer(app, picture):
     engine = engines.engine(MODEL)
     starts = engines.starts
     job = client.submit(*chat_args(registry, picture, max_tokens=2048, seed=1), api_name="/chat")
-    deadline = time.monotonic() + 120
-    while engines.running_requests() == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: engines.running_requests() > 0, 120)
     assert engines.running_requests() == 1
     for pid in engine.child_pids:
         with contextlib.suppress(psutil.Error):
@@ -465,9 +464,7 @@ def test_switch_waits_for_other_users_then_refuses(app, picture):
             pass
 
     future = asyncio.run_coroutine_threadsafe(other_user(), loop)
-    deadline = time.monotonic() + 30
-    while engines.running_requests() == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: engines.running_requests() > 0, 30)
     try:
         with pytest.raises(AppError, match="cannot switch to tiny-llava-1.5 now"):
             Client(url, verbose=False).predict(OTHER, api_name="/load_model")
@@ -478,9 +475,7 @@ def test_switch_waits_for_other_users_then_refuses(app, picture):
 
 def test_switching_models(app, picture):
     url, engines, registry = app
-    deadline = time.monotonic() + 15
-    while engines.running_requests() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: engines.running_requests() == 0, 15)
     client = Client(url, verbose=False)
     state = client.predict(OTHER, api_name="/load_model")
     assert "Tiny LLaVA-1.5" in state and "ready" in state and "random weights" in state

@@ -152,7 +152,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                     body = chat_completions_body(request, registry.get(request.model))
                     yield {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
                            budget: p["budget"], chatbot: history, stats: "generating…",
-                           box: gr.MultimodalTextbox(value=None), urls: "",
+                           box: gr.MultimodalTextbox(value=None),
                            engine_state: _state_text(service, request.model), export_json: json.dumps(body, indent=1),
                            export_curl: serve_command(registry.get(request.model)) + "\n\n" + curl_command(),
                            export_py: python_snippet(body)}
@@ -213,7 +213,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
             raise gr.Error(str(exc)) from None
         return _state_text(service, name)
 
-    async def compare(message, turns, model_a, kwargs_a, model_b, kwargs_b, url_text=""):
+    async def compare(message, turns, model_a, kwargs_a, model_b, kwargs_b, url_text):
         all_turns = await to_inspect(message, turns, url_text)
         if not all_turns:
             raise gr.Error("add an image and a question first")
@@ -296,9 +296,10 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
 
         sampling_inputs = [temperature, top_p, max_tokens, seed, *sliders]
         outputs = [prompt_box, runs_box, table, gallery, budget, chatbot, stats, box, engine_state, state,
-                   export_json, export_curl, export_py, urls]
+                   export_json, export_curl, export_py]
         chat_event = box.submit(submit, [box, chatbot, state, model, system, *sampling_inputs, urls], outputs,
                                 api_name="chat")
+        chat_event.success(lambda: "", None, urls, api_name=False)  # the URLs went with the question
         retry_event = retry_btn.click(retry, [chatbot, state, model, system, *sampling_inputs], outputs,
                                       api_name="retry")
         stop_btn.click(None, None, None, cancels=[chat_event, retry_event], api_name="stop")
