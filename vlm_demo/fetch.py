@@ -31,7 +31,7 @@ Resolver = Callable[[str, int], list[str]]
 """Host name and port -> IP address strings (``socket.getaddrinfo`` unless a test patches it)."""
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_DATA_URL = re.compile(r"data:(?P<type>[^,;]*)(?P<params>(?:;[^,;]*)*),(?P<data>.*)", re.DOTALL)
+_DATA_URL = re.compile(r"data:(?P<type>[^,;]*)(?P<params>(?:;[^,;]*)*),(?P<data>.*)", re.DOTALL | re.IGNORECASE)
 
 
 def is_url(text: str) -> bool:
@@ -69,7 +69,7 @@ def decode_data_url(url: str, settings: Settings) -> bytes:
     """The bytes of a ``data:image/...;base64,...`` URL; anything else is refused."""
     if len(url) > settings.max_upload_bytes * 4 // 3 + 1024:
         raise InputError(f"data: URL is larger than {settings.max_upload_bytes:,} bytes")
-    match = _DATA_URL.fullmatch(url.strip()) if url[:5].lower() == "data:" else None
+    match = _DATA_URL.fullmatch(url.strip())
     if match is None:
         raise InputError("malformed data: URL (expected data:image/png;base64,...)")
     media_type = match["type"].strip().lower()
@@ -85,9 +85,7 @@ def decode_data_url(url: str, settings: Settings) -> bytes:
 
 async def fetch(url: str, settings: Settings) -> bytes:
     """GET ``url`` under the module's rules; the body, or ``InputError`` saying which rule refused it."""
-    if urlsplit(url).scheme.lower() in ("http", "https") and not settings.url_fetch:
-        raise InputError("fetching image URLs is off on this server (VLM_DEMO_URL_FETCH); upload the image instead")
-    check_url(url, settings)  # syntax first, before any timeout starts
+    check_url(url, settings)  # syntax, scheme, "fetching is off" and host rules first, before any timeout starts
     try:
         async with asyncio.timeout(settings.url_timeout_s):
             return await _fetch(url, settings)

@@ -54,9 +54,7 @@ def _decode(data: bytes, name: str, settings: Settings) -> Image.Image:
                 allowed = ", ".join(settings.allowed_image_formats)
                 raise InputError(f"{name}: {image.format} images are not accepted (use {allowed})")
             _check_size(image, name, settings)
-            if getattr(image, "n_frames", 1) > 1:
-                image.seek(0)  # the first frame of an animation
-            image.load()
+            image.load()  # an animation loads its first frame, where Pillow opens it
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise InputError(f"{name}: image is too large (over {settings.max_image_pixels:,} pixels)") from None
     except UnidentifiedImageError:

@@ -111,9 +111,9 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
                            sampling=sampling_params)
 
-    async def read_message(message: dict[str, Any] | None, url_text: str | None = "") -> tuple[str, list[str], tuple]:
-        """The message's text, its uploaded file paths, and every image decoded and checked
-        (uploads first, then the URLs, one a line)."""
+    async def read_message(message: dict | None, url_text: str | None) -> tuple[str, list[str], list[str], tuple]:
+        """The message's text, its uploaded file paths, its URLs (one a line in ``url_text``), and every
+        image decoded and checked (uploads first, then the URLs)."""
         text = (message or {}).get("text", "") or ""
         files = [f if isinstance(f, str) else f["path"] for f in (message or {}).get("files", []) or []]
         links = [line.strip() for line in (url_text or "").splitlines() if line.strip()]
@@ -126,11 +126,11 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
             images += [await load_image_url(link, settings) for link in links]
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
-        return text, files, tuple(images)
+        return text, files, links, tuple(images)
 
     async def to_inspect(message: dict[str, Any] | None, turns: list[Turn], url_text: str) -> list[Turn]:
         """The conversation to inspect: with the typed message, or else up to the last question."""
-        text, _, images = await read_message(message, url_text)
+        text, _, _, images = await read_message(message, url_text)
         if text or images:
             return [*turns, Turn("user", text, images)]
         return turns[:-1] if turns and turns[-1].role == "assistant" else turns
@@ -168,16 +168,15 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
 
     async def submit(message, history, turns, model, system, temperature, top_p, max_tokens, seed, *rest):
         *sliders, url_text = rest
-        text, files, images = await read_message(message, url_text)
+        text, files, links, images = await read_message(message, url_text)
         turns = [*turns, Turn("user", text, images)]
         request = make_request(model, turns, system, (temperature, top_p, max_tokens, seed), sliders)
-        links = "".join(f"\n[image: {line.strip()[:80]}]" for line in (url_text or "").splitlines() if line.strip())
-        new_history = [*history, {"role": "user", "content": [*({"path": p} for p in files), text + links]}]
+        shown = text + "".join(f"\n[image: {link[:80]}]" for link in links)
+        new_history = [*history, {"role": "user", "content": [*({"path": p} for p in files), shown]}]
         async for update in run_chat(turns, new_history, request, rollback=history):
             yield update
 
-    async def retry(history, turns, model, system, temperature, top_p, max_tokens, seed, *rest):
-        sliders = rest[:len(slider_kwargs)]
+    async def retry(history, turns, model, system, temperature, top_p, max_tokens, seed, *sliders):
         if len(turns) < 2:
             raise gr.Error("nothing to retry yet")
         request = make_request(model, turns[:-1], system, (temperature, top_p, max_tokens, seed), sliders)
