@@ -390,6 +390,7 @@ def test_sixteen_users(app, picture, report):
         client = Client(url, verbose=False)
         while time.monotonic() < stop_at:
             try:
+                client.predict(api_name="/clear")  # each question starts a new conversation (one image)
                 job = client.submit(*chat_args(registry, picture, max_tokens=16, seed=i), api_name="/chat")
                 out = named(*list(job), job.result(timeout=120))
                 assert out["chat"][-1]["content"] and "tokens/s" in out["stats"]

@@ -21,12 +21,13 @@ from .settings import Settings
 
 
 def load_image(source: str | Path | bytes | Image.Image, settings: Settings, name: str | None = None) -> Image.Image:
-    """Decode and check one image; return it as RGB. Bad input raises ``InputError``.
+    """Decode and check one image; return it as RGB. Bad input raises ``InputError`` naming the image
+    as ``name`` (default: the path given, or "the image").
 
     Animated images (GIF, WebP) give their first frame; transparency is flattened onto white;
     palette, CMYK, grey and 16-bit images are converted to 8-bit RGB; EXIF rotation is applied.
     """
-    name = name or (Path(source).name if isinstance(source, (str, Path)) else "the image")
+    name = name or (str(source) if isinstance(source, (str, Path)) else "the image")
     if isinstance(source, Image.Image):
         image = source
     else:

@@ -118,7 +118,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         files = [f if isinstance(f, str) else f["path"] for f in (message or {}).get("files", []) or []]
         links = [line.strip() for line in (url_text or "").splitlines() if line.strip()]
         try:
-            images = [load_image_embeds(path, settings) if path.endswith(".safetensors") else load_image(path, settings)
+            images = [load_image_embeds(path, settings) if path.endswith(".safetensors")
+                      else load_image(path, settings, name=Path(path).name)  # not the server's upload folder
                       for path in files]
             if len(files) + len(links) > settings.max_images_per_turn:
                 raise InputError(f"{len(files) + len(links)} images in one message; the limit is "
