@@ -23,7 +23,7 @@ from gradio_client.exceptions import AppError
 from vlm_demo.engine import EngineManager
 from vlm_demo.registry import Registry, Sampling
 from vlm_demo.service import ChatService
-from vlm_demo.ui import build_app, launch_kwargs
+from vlm_demo.ui import build_app, image_file, launch_kwargs
 
 from .conftest import ARTIFACTS, ROOT, make_image
 from .intake_servers import Internet, local_internet, url_settings
@@ -106,6 +106,20 @@ def named(*updates) -> dict:
             if not (isinstance(value, dict) and value.get("__type__") == "update"):
                 state[name] = value
     return state
+
+
+def test_overlay_pictures_are_written_once_and_whole(tmp_path):
+    """Each expansion picture is a file named by its content, written by rename: a second answer with the
+    same picture reuses it untouched, so a download in flight never sees it rewritten."""
+    from PIL import Image
+    first = image_file(make_image(64, 48), tmp_path)
+    before = os.stat(first)
+    again = image_file(make_image(64, 48), tmp_path)
+    after = os.stat(again)
+    assert again == first and (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert image_file(make_image(48, 64), tmp_path) != first
+    assert Image.open(first).tobytes() == make_image(64, 48).convert("RGB").tobytes()
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".png", ".png"]  # no staging file left
 
 
 def test_streams_an_answer_with_the_three_panels(app, picture):

@@ -7,12 +7,17 @@ three side-by-side panels: the rendered prompt, the placeholder expansion and th
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import io
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from PIL import Image
 
 from .errors import InputError, VlmDemoError
 from .export import chat_completions_body, curl_command, python_snippet, serve_command
@@ -25,6 +30,7 @@ from .settings import Settings
 from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
+OVERLAYS = Path(tempfile.gettempdir()) / "vlm-demo-overlays"  # the expansion panel's pictures, named by content
 TABLE_HEADERS = ["image", "placeholder", "token id", "count", "range", "size", "processed", "grid", "thumbnail"]
 CSS = """
 .prompt { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 12px; max-height: 420px;
@@ -65,6 +71,24 @@ def image_table(inspection: Inspection) -> list[list[Any]]:
              "-" if im.thumbnail is None else ("yes" if im.thumbnail else "no")] for im in inspection.images]
 
 
+def image_file(image: Image.Image, folder: Path) -> str:
+    """``image`` as a PNG in ``folder``, named by its content and written whole (temp file, then rename).
+
+    Gradio's own caching of PIL outputs rewrites one shared file in place, and a concurrent download of the
+    same picture (16 users, one image) could read it half-written."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", compress_level=1)
+    data = buf.getvalue()
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:32]}.png"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, staging = tempfile.mkstemp(dir=folder, suffix=".part")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(staging, path)
+    return str(path)
+
+
 def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> dict[str, Any]:
     """Values of the prompt and expansion panels for one inspection."""
     spec = service.registry.get(inspection.model)
@@ -73,7 +97,7 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
     who = "vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits them"
     header = f'<p id="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
 
-    gallery = [(draw_overlay(img, im, center_crop=family.center_crop),
+    gallery = [(image_file(draw_overlay(img, im, center_crop=family.center_crop), OVERLAYS),
                 f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
                for img, im in zip(images, inspection.images, strict=False) if not isinstance(img, ImageEmbeds)]
     return {"prompt": header + prompt_html(inspection, specials), "runs": run_length_text(inspection),
