@@ -385,9 +385,10 @@ def _tree_rss(pids) -> int:
     return total
 
 
-def test_sixteen_users(app, picture, report):
-    """Load: 16 gradio_client users chat for a bounded time; no failures, nothing left running, and
-    memory (app process + engine processes) stable: measured after a warm-up third and at the end."""
+def test_sixteen_users(app, picture, report, caplog):
+    """Load: 16 gradio_client users chat for a bounded time; no failures, no server-side exception (a
+    file served while being rewritten showed up here first), nothing left running, and memory (app
+    process + engine processes) stable: measured after a warm-up third and at the end."""
     url, engines, registry = app
     users, duration_s = 16, 45.0
     engine = engines.engine(MODEL) or asyncio.run(engines.get(registry.get(MODEL)))
@@ -434,6 +435,8 @@ def test_sixteen_users(app, picture, report):
     report(figures)
     assert not any(t.is_alive() for t in threads), "a user hung"
     assert counts["failed"] == 0, errors[:3]
+    server_errors = [r.getMessage() for r in caplog.records if r.name.startswith("uvicorn") and r.levelno >= 40]
+    assert not server_errors, server_errors[:3]
     assert counts["answered"] >= users
     assert engines.running_requests() == 0
     assert engine is engines.engine(MODEL) and not engine.dead
