@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
+import re
 import struct
 import time
 import zlib
@@ -238,3 +239,41 @@ def test_internal_addresses(address, reason):
 def test_is_url():
     assert is_url("https://x.example/a.png") and is_url("data:image/png;base64,AAAA") and is_url("file:///etc")
     assert not is_url("pictures/a.png") and not is_url("../a.png") and not is_url("C:\\pics\\a.png")
+
+
+LIMIT_CASES = {
+    # name: (turns, system, mm_kwargs, the message)
+    "too many turns": ([("user", "hi", 0), ("assistant", "yes", 0)] * 3 + [("user", "and?", 0)], "", {},
+                       "7 messages; the limit is 6"),
+    "long message": ([("user", "x" * 101, 0)], "", {}, "longer than 100 characters"),
+    "long system prompt": ([("user", "hi", 0)], "y" * 101, {}, "system prompt is longer than 100"),
+    "more images than limit_mm_per_prompt": ([("user", "hi", 5)], "", {}, "5 images in one message; "
+                                             "tiny-qwen2.5-vl takes at most 4"),
+    "conversation image cap": ([("user", "a", 3), ("assistant", "b", 0), ("user", "c", 3)], "", {},
+                               "the conversation holds 6 images; tiny-qwen2.5-vl takes at most 4"),
+    "slider out of range": ([("user", "hi", 1)], "", {"max_pixels": 10**9}, "max_pixels=1000000000 is outside"),
+    "unknown image setting": ([("user", "hi", 1)], "", {"max_partition": 4}, "has no image setting 'max_partition'"),
+    "empty question": ([("user", " ", 0)], "", {}, "type a question or add an image"),
+}
+
+
+@pytest.mark.parametrize("case", list(LIMIT_CASES))
+async def test_request_limits_are_checked_before_any_engine(case, registry, settings):
+    """The service's limits (turns, text, images per message and per conversation against the model's
+    ``limit_mm_per_prompt``, slider ranges) refuse a request with a clear message before an engine is
+    asked for anything: none is started."""
+    from vlm_demo.engine import EngineManager
+    from vlm_demo.service import ChatRequest, ChatService, Failed, Turn
+
+    turns, system, mm_kwargs, message = LIMIT_CASES[case]
+    small = dataclasses.replace(settings, max_turns=6, max_text_chars=100, max_images_per_turn=8)
+    engines = EngineManager(small)
+    service = ChatService(registry, engines, small)
+    picture = Image.new("RGB", (32, 32))
+    request = ChatRequest(model="tiny-qwen2.5-vl", system=system, mm_kwargs=mm_kwargs,
+                          turns=tuple(Turn(role, text, (picture,) * n) for role, text, n in turns))
+    with pytest.raises(InputError, match=re.escape(message)):
+        await service.inspect(request)
+    events = [event async for event in service.chat(request)]
+    assert len(events) == 1 and isinstance(events[0], Failed) and message in events[0].message
+    assert engines.loaded() == [] and engines.starts == 0
