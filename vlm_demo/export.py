@@ -3,22 +3,17 @@
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 from typing import Any
 
 from PIL import Image
 
+from .media import png_data_url
 from .registry import ModelSpec
 from .service import ChatRequest
 
 
-def data_url(image: Image.Image) -> str:
-    """The image as a lossless PNG data URL (the server decodes the same pixels)."""
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+data_url = png_data_url
 
 
 def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = True) -> dict[str, Any]:
