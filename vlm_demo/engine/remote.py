@@ -119,9 +119,10 @@ class RemoteEngine:
             return RemoteError(f"{self.url}{path} timed out after {self.settings.remote_timeout_s:g} s")
         if isinstance(exc, httpx.ConnectError):
             cause: BaseException | None = exc
-            while cause is not None and not isinstance(cause, OSError):
+            refused = False
+            while cause is not None and not refused:  # httpx -> httpcore -> OSError -> ConnectionRefusedError
+                refused = isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
                 cause = cause.__cause__ or cause.__context__
-            refused = (isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED) or "refused" in str(exc)
             return RemoteError(f"cannot reach {self.url}: {'connection refused' if refused else exc or 'no route'}")
         return RemoteError(f"{self.url}{path}: {type(exc).__name__}: {exc}")
 
