@@ -300,6 +300,47 @@ async def test_api_key_comes_from_the_named_variable(registry, settings, monkeyp
     assert KeyedHandler.seen[-2:] == ["Bearer wrong", "Bearer secret-1"]
 
 
+class IngressOnlyHandler(BaseHTTPRequestHandler):
+    """A fake OpenAI ingress with chat and a model list only (no vLLM tokenizer endpoints)."""
+
+    protocol_version = "HTTP/1.1"
+    models: list[dict] = []
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/v1/models":
+            status, body = 200, {"object": "list", "data": self.models}
+        else:
+            status, body = 404, {"detail": "Not Found"}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer  # noqa: N815
+
+
+@pytest.mark.parametrize(("listing", "expected"), [
+    ({"id": MODEL}, "gives no max_model_len for 'tiny-qwen2.5-vl' \\(the app needs a vLLM server\\)"),
+    ({"id": MODEL, "max_model_len": 4096}, "does not offer /tokenize \\(nor /v1/chat/completions/render\\)"),
+])
+async def test_an_ingress_without_vllms_endpoints_is_named(registry, settings, monkeypatch, listing, expected):
+    monkeypatch.setattr(IngressOnlyHandler, "models", [listing])
+    httpd = ThreadingHTTPServer((HOST, 0), IngressOnlyHandler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(RemoteError, match=expected):
+            await EngineManager(fast(settings)).get(remote_spec(registry, f"http://{HOST}:{httpd.server_address[1]}"))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 REMOTE_ENTRY = """
 models:
   - name: big

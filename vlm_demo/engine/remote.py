@@ -176,8 +176,7 @@ class RemoteEngine:
             self.content_format = _content_format(info.get("chat_template"))
         markers = [t for t in (family.image_token, *family.range_markers) if t]
         for token in markers:  # the family's own tokens, from the server's tokenizer in any case
-            ids = (await self._call("POST", "/tokenize", {"model": self.served_model_name, "prompt": token,
-                                                          "add_special_tokens": False}))["tokens"]
+            ids = await self._tokenize({"model": self.served_model_name, "prompt": token, "add_special_tokens": False})
             if len(ids) != 1:
                 raise RemoteError(f"{self.served_model_name} at {self.url} does not have {token!r} as one token: "
                                   f"is its family {family.name}?")
@@ -187,6 +186,13 @@ class RemoteEngine:
         self.special_tokens = tuple(sorted(set(self._special_names.values()) | set(info_specials(info))))
         self.connected = True
         return self
+
+    async def _tokenize(self, body: dict[str, Any]) -> list[int]:
+        out = await self._call("POST", "/tokenize", body, not_offered=NOT_OFFERED)
+        if out is None:
+            raise RemoteError(f"{self.url} does not offer /tokenize (nor /v1/chat/completions/render): the panels "
+                              "need a vLLM OpenAI server's own endpoints (vllm serve; see README 'Scale out')")
+        return list(out["tokens"])
 
     # --- rendering -----------------------------------------------------------------------------
 
@@ -212,7 +218,7 @@ class RemoteEngine:
                 raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and {family.title}'s "
                                   "image ranges cannot be read from /tokenize: start the server with "
                                   "--enable-scale-out")
-            ids = list((await self._call("POST", "/tokenize", {**body, "add_generation_prompt": True}))["tokens"])
+            ids = await self._tokenize({**body, "add_generation_prompt": True})
             ranges = self._ranges_from_ids(ids)
         images = [part.get("image_pil") for m in messages if isinstance(m.get("content"), list)
                   for part in m["content"] if part.get("type") == "image_pil"]
