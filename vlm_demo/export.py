@@ -29,7 +29,7 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
         messages.append({"role": turn.role, "content": parts if turn.role == "user" else turn.text})
     sampling = request.sampling or spec.sampling
     body: dict[str, Any] = {
-        "model": spec.repo or spec.path or spec.name,
+        "model": spec.served_model_name or spec.repo or spec.path or spec.name,
         "messages": messages,
         "max_tokens": sampling.max_tokens,
         "temperature": sampling.temperature,

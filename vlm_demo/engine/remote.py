@@ -172,7 +172,7 @@ class RemoteEngine:
         info = await self._call("GET", "/tokenizer_info", not_offered=NOT_OFFERED)
         if info is not None:
             self.offers_tokenizer_info = True
-            self._special_names = _special_names(info)
+            self._special_names = _added_tokens(info)
             self.content_format = _content_format(info.get("chat_template"))
         markers = [t for t in (family.image_token, *family.range_markers) if t]
         for token in markers:  # the family's own tokens, from the server's tokenizer in any case
@@ -387,7 +387,7 @@ def _conversation(messages: Sequence[dict[str, Any]], content_format: str, place
     return out
 
 
-def _special_names(info: dict[str, Any]) -> dict[int, str]:
+def _added_tokens(info: dict[str, Any]) -> dict[int, str]:
     """Id -> text of the tokenizer's added tokens, from ``/tokenizer_info``'s ``added_tokens_decoder``."""
     decoder = info.get("added_tokens_decoder")
     if isinstance(decoder, str):  # vLLM 0.32 sends the dict's repr
