@@ -224,6 +224,31 @@ async def test_cli_against_the_endpoint(both: ChatService, server: Server, setti
     assert json.loads(out.stdout)["num_tokens"] == 4
 
 
+@pytest.mark.parametrize(("model", "mm_kwargs"), [("tiny-llava-1.5", {}), ("tiny-internvl2.5", {}),
+                                                  ("tiny-internvl2.5", {"max_dynamic_patch": 6})])
+async def test_fallback_ranges_and_geometry_match_the_local_engine(service: ChatService, registry, model, mm_kwargs):
+    """Without render, ranges come from the ids and geometry from the image size and kwargs: for the
+    other families too, they must equal what the local engine's processor output gives."""
+    from vlm_demo.engine.geometry import geometry_from_count
+    from vlm_demo.engine.remote import ranges_from_ids
+    from vlm_demo.families import FAMILIES
+
+    spec = registry.get(model)
+    request = request_for(model, mm_kwargs)
+    inspection = await service.inspect(request)
+    tokenizer = service.engines.engine(model).tokenizer
+    start, end = (tokenizer.convert_tokens_to_ids(m) if m else None for m in FAMILIES[spec.family].range_markers)
+    ids = inspection.prompt_token_ids
+    ranges = ranges_from_ids(ids, inspection.images[0].token_id, start, end)
+    assert [(r.offset, r.length) for r in ranges] == [(im.offset, im.length) for im in inspection.images]
+    kwargs = {**spec.default_mm_kwargs(), **mm_kwargs}
+    for im, image in zip(inspection.images, request.turns[0].images, strict=True):
+        assert im.grid is not None or im.processed_size is not None
+        g = geometry_from_count(spec.family, im.count, image, kwargs)
+        assert (g.orig_size, g.processed_size, g.grid, g.thumbnail) == (
+            im.orig_size, im.processed_size, im.grid, im.thumbnail)
+
+
 # --- no vLLM server needed below -----------------------------------------------------------------
 
 

@@ -244,26 +244,9 @@ class RemoteEngine:
         )
 
     def _ranges_from_ids(self, ids: Sequence[int]) -> list[ImageRange]:
-        """Image ranges as vLLM places them: each run of the image token, widened by the family's markers."""
-        start_marker, end_marker = FAMILIES[self.spec.family].range_markers
-        names = self._special_names
-        ranges: list[ImageRange] = []
-        i = 0
-        while i < len(ids):
-            if ids[i] != self.image_token_id:
-                i += 1
-                continue
-            j = i
-            while j < len(ids) and ids[j] == self.image_token_id:
-                j += 1
-            lo, hi = i, j
-            if start_marker and lo > 0 and names.get(ids[lo - 1]) == start_marker:
-                lo -= 1
-            if end_marker and hi < len(ids) and names.get(ids[hi]) == end_marker:
-                hi += 1
-            ranges.append(ImageRange(lo, hi - lo))
-            i = j
-        return ranges
+        by_text = {text: i for i, text in self._special_names.items()}
+        start, end = (by_text.get(m) if m else None for m in FAMILIES[self.spec.family].range_markers)
+        return ranges_from_ids(ids, self.image_token_id, start, end)
 
     def _pieces(self, ids: Sequence[int], ranges: Sequence[ImageRange]) -> list[tuple[str, Any]]:
         """The ids as ("image", None) for each range, ("special", text) and ("text", id stretch)."""
@@ -350,6 +333,26 @@ class RemoteEngine:
             raise self._transport_error(exc, path) from None
         except ValueError as exc:
             raise RemoteError(f"{self.url}{path}: unreadable stream chunk ({exc})") from None
+
+
+def ranges_from_ids(ids: Sequence[int], image_token_id: int, start_id: int | None = None,
+                    end_id: int | None = None) -> list[ImageRange]:
+    """Image ranges as vLLM places them, from the expanded ids alone: each run of the image token,
+    widened by the family's start / end marker where one sits right beside it (InternVL's ``<img>``)."""
+    ranges: list[ImageRange] = []
+    i = 0
+    while i < len(ids):
+        if ids[i] != image_token_id:
+            i += 1
+            continue
+        j = i
+        while j < len(ids) and ids[j] == image_token_id:
+            j += 1
+        lo = i - 1 if start_id is not None and i > 0 and ids[i - 1] == start_id else i
+        hi = j + 1 if end_id is not None and j < len(ids) and ids[j] == end_id else j
+        ranges.append(ImageRange(lo, hi - lo))
+        i = j
+    return ranges
 
 
 def _wire(message: dict[str, Any]) -> dict[str, Any]:
