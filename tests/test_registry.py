@@ -67,7 +67,7 @@ def test_parses_typed_values():
         (("default: 50000", "default: 500000"), "model 'm1': key 'sliders.0'"),
         (("kwarg: max_pixels", "kwarg: max_partition"), "model 'm1'.*max_partition"),
         (("family: llava", "family: gpt"), "model 'm2'.*unknown family 'gpt'"),
-        (("    tiny: true\n", ""), "model 'm2'.*exactly one of repo, path or tiny"),
+        (("    tiny: true\n", ""), "model 'm2'.*exactly one of repo, path, tiny: true or endpoint"),
         (("name: m2", "name: m1"), "model 'm1': key 'name': duplicate"),
         (("name: m2", "name: 'bad name'"), "key 'name'"),
     ],

@@ -24,7 +24,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     """Print the registry, one model a line."""
     registry = _registry(settings)
     for spec in registry.models:
-        source = spec.repo or spec.path or f"tiny {spec.family} (built offline)"
+        source = spec.repo or spec.path or (f"{spec.served_model_name} at {spec.endpoint}" if spec.remote
+                                            else f"tiny {spec.family} (built offline)")
         sliders = ", ".join(f"{s.kwarg}={s.min}..{s.max}" for s in spec.sliders) or "-"
         print(f"{spec.name:22} {spec.display_label:40} {source:36} sliders: {sliders}")
     return 0
@@ -64,7 +65,10 @@ def _request(args: argparse.Namespace, settings: Settings):
 
     registry = _registry(settings)
     model = args.model
-    if Path(model).is_dir():
+    if args.endpoint:
+        spec = registry.spec_for_endpoint(args.endpoint, model, args.family, args.api_key_env)
+        registry, model = registry.with_model(spec), spec.name
+    elif Path(model).is_dir():
         spec = registry.spec_for_directory(Path(model), trust_remote_code=args.trust_remote_code,
                                            max_model_len=args.max_model_len)
         registry, model = registry.with_model(spec), spec.name
@@ -154,7 +158,13 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _add_request_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="registry name, or a local model directory")
+    parser.add_argument("--model", required=True,
+                        help="registry name, a local model directory, or with --endpoint the served model name")
+    parser.add_argument("--endpoint", help="base URL of a remote OpenAI-compatible vLLM server, e.g. "
+                        "http://gpu-box:8000 (vllm serve, Ray Serve LLM)")
+    parser.add_argument("--family", help="with --endpoint: the model's family when the served name is not in "
+                        "models.yaml (llava | qwen2_5_vl | internvl | ovis)")
+    parser.add_argument("--api-key-env", help="with --endpoint: environment variable holding the server's API key")
     parser.add_argument("--image", action="append",
                         help="image file or URL: data:, or http(s) when VLM_DEMO_URL_FETCH allows (repeat for several)")
     parser.add_argument("--image-embeds", action="append",

@@ -27,3 +27,7 @@ class EngineDiedError(VlmDemoError):
 
 class InputError(VlmDemoError):
     """A bad request: an unreadable image, too many images, an empty question, ..."""
+
+
+class RemoteError(VlmDemoError):
+    """A remote vLLM server could not be reached, timed out or refused a request (its text included)."""

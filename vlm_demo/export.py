@@ -3,22 +3,17 @@
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 from typing import Any
 
 from PIL import Image
 
+from .media import png_data_url
 from .registry import ModelSpec
 from .service import ChatRequest
 
 
-def data_url(image: Image.Image) -> str:
-    """The image as a lossless PNG data URL (the server decodes the same pixels)."""
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+data_url = png_data_url
 
 
 def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = True) -> dict[str, Any]:
@@ -34,7 +29,7 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
         messages.append({"role": turn.role, "content": parts if turn.role == "user" else turn.text})
     sampling = request.sampling or spec.sampling
     body: dict[str, Any] = {
-        "model": spec.repo or spec.path or spec.name,
+        "model": spec.served_model_name or spec.repo or spec.path or spec.name,
         "messages": messages,
         "max_tokens": sampling.max_tokens,
         "temperature": sampling.temperature,

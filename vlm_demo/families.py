@@ -25,6 +25,11 @@ class Family:
     """Kwargs whose largest slider value the engine must start with (it sizes its encoder cache)."""
     center_crop: bool = False
     """The processor center-crops to a square (the picture shows the crop)."""
+    range_markers: tuple[str, str] = ("", "")
+    """Tokens that open and close an image's placeholder range around its image tokens ("" for none);
+    a remote server without the render endpoint gives ids only, and the ranges are derived with these."""
+    ranges_from_ids: bool = True
+    """Whether image ranges can be derived from the expanded ids at all (image-token runs plus markers)."""
 
 
 FAMILIES: dict[str, Family] = {
@@ -36,9 +41,10 @@ FAMILIES: dict[str, Family] = {
                "<|image_pad|>", "<|vision_start|><|image_pad|><|vision_end|>",
                frozenset({"min_pixels", "max_pixels"}), frozenset({"max_pixels"})),
         Family("internvl", "InternVL2.5", "internvl_chat", "<IMG_CONTEXT>", "<image>",
-               frozenset({"min_dynamic_patch", "max_dynamic_patch"}), frozenset({"max_dynamic_patch"})),
+               frozenset({"min_dynamic_patch", "max_dynamic_patch"}), frozenset({"max_dynamic_patch"}),
+               range_markers=("<img>", "</img>")),
         Family("ovis", "Ovis2", "ovis", "<|image_pad|>", "<image>",
-               frozenset({"max_partition"}), frozenset({"max_partition"})),
+               frozenset({"max_partition"}), frozenset({"max_partition"}), ranges_from_ids=False),
     )
 }
 

@@ -5,6 +5,7 @@ vLLM never fetches URLs or reads paths on the user's behalf; this module is the 
 
 from __future__ import annotations
 
+import base64
 import io
 import warnings
 from dataclasses import dataclass
@@ -41,6 +42,14 @@ def load_image(source: str | Path | bytes | Image.Image, settings: Settings, nam
     if image.mode != "RGB":
         image = _to_rgb(image)
     return image
+
+
+def png_data_url(image: Image.Image) -> str:
+    """A decoded image as a lossless base64 PNG ``data:`` URL: how images travel to a remote server (and
+    into exported requests), so the server decodes the very pixels the app checked and fetches nothing."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def _decode(data: bytes, name: str, settings: Settings) -> Image.Image:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import urlsplit
 from dataclasses import dataclass as std_dataclass
 from dataclasses import replace
 from pathlib import Path
@@ -122,6 +123,13 @@ class ModelSpec:
     """Local model directory (relative paths are relative to models.yaml)."""
     tiny: bool = False
     """Built offline by ``vlm_demo.tiny_models`` for its family; random weights."""
+    endpoint: str | None = None
+    """Base URL of a remote OpenAI-compatible vLLM server (``vllm serve``, Ray Serve LLM) to use
+    instead of an in-process engine, e.g. ``http://gpu-box:8000``."""
+    served_model_name: str | None = None
+    """The model's name on that server (``--served-model-name``; the ``id`` in its ``/v1/models``)."""
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    """Name of the environment variable holding the server's API key (never the key itself)."""
     engine_args: EngineArgs = Field(default_factory=EngineArgs)
     """vLLM engine arguments."""
     sliders: tuple[Slider, ...] = ()
@@ -133,8 +141,12 @@ class ModelSpec:
     def _check(self) -> ModelSpec:
         if self.family not in FAMILIES:
             raise ValueError(f"unknown family {self.family!r}; known: {', '.join(FAMILIES)}")
-        if sum([self.repo is not None, self.path is not None, self.tiny]) != 1:
-            raise ValueError("give exactly one of repo, path or tiny: true")
+        if sum([self.repo is not None, self.path is not None, self.tiny, self.endpoint is not None]) != 1:
+            raise ValueError("give exactly one of repo, path, tiny: true or endpoint")
+        if self.endpoint is not None:
+            _check_remote(self)
+        elif self.served_model_name is not None or self.api_key_env is not None:
+            raise ValueError("served_model_name and api_key_env belong to an endpoint entry")
         allowed = FAMILIES[self.family].slider_kwargs
         kwargs = [s.kwarg for s in self.sliders]
         for kwarg in kwargs:
@@ -143,6 +155,11 @@ class ModelSpec:
         if len(set(kwargs)) != len(kwargs):
             raise ValueError("a slider kwarg appears twice")
         return self
+
+    @property
+    def remote(self) -> bool:
+        """True for an entry served by a remote vLLM server (``endpoint``)."""
+        return self.endpoint is not None
 
     @property
     def random_weights(self) -> bool:
@@ -164,6 +181,27 @@ class ModelSpec:
         """Kwargs the engine starts with: cache-sizing sliders at their largest value."""
         sizing = FAMILIES[self.family].cache_sizing_kwargs
         return {s.kwarg: s.max for s in self.sliders if s.kwarg in sizing}
+
+
+REMOTE_ENGINE_ARGS = frozenset({"limit_mm_per_prompt"})
+"""The engine arguments an endpoint entry may state: they mirror the server's own settings."""
+
+
+def _check_remote(spec: ModelSpec) -> None:
+    """An endpoint entry: an http(s) base URL without credentials, a served name, and no engine
+    arguments beyond what the app must know of the server (the server has its own command line)."""
+    parts = urlsplit(spec.endpoint or "")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"endpoint must be an http(s) URL such as http://host:8000 (got {spec.endpoint!r})")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError("endpoint must not hold credentials, a query or a fragment; name the API key's "
+                         "environment variable with api_key_env")
+    if not spec.served_model_name:
+        raise ValueError("an endpoint entry needs served_model_name (the model's id in the server's /v1/models)")
+    extra = {k for k, v in spec.engine_args.to_vllm().items() if v != getattr(EngineArgs(), k)} - REMOTE_ENGINE_ARGS
+    if extra:
+        raise ValueError(f"engine_args {sorted(extra)} belong to the server's command line, not to an "
+                         f"endpoint entry (allowed: {sorted(REMOTE_ENGINE_ARGS)})")
 
 
 @std_dataclass(frozen=True)
@@ -226,6 +264,35 @@ class Registry:
                          engine_args=engine_args, sliders=template.sliders if template else (),
                          sampling=template.sampling if template else Sampling())
 
+    def spec_for_endpoint(self, endpoint: str, served_model_name: str, family: str | None = None,
+                          api_key_env: str | None = None) -> ModelSpec:
+        """A spec for a model on a remote vLLM server (``--endpoint URL --model SERVED_NAME``).
+
+        Family, sliders and sampling come from this registry's entry whose name, repo or served name
+        is ``served_model_name``, else from its first entry of ``family`` (which must then be given).
+        """
+        known = next((m for m in self.models if served_model_name in (m.name, m.repo, m.served_model_name)), None)
+        if family is None and known is None:
+            raise RegistryError(f"{served_model_name!r} is not in {self.path.name}: give its family "
+                                f"(--family {' | '.join(FAMILIES)})")
+        family = family or (known.family if known else "")
+        if family not in FAMILIES:
+            raise RegistryError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+        template = known if known and known.family == family else next(
+            (m for m in self.models if m.family == family), None)
+        name = re.sub(r"[^A-Za-z0-9._-]", "-", served_model_name).lstrip("._-") or "remote"
+        try:
+            return ModelSpec(
+                name=name, label=f"{served_model_name} at {endpoint}", family=family, endpoint=endpoint,
+                served_model_name=served_model_name, api_key_env=api_key_env,
+                engine_args=EngineArgs(limit_mm_per_prompt=dict(template.engine_args.limit_mm_per_prompt))
+                if template else EngineArgs(),
+                sliders=template.sliders if template else (), sampling=template.sampling if template else Sampling())
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise RegistryError(f"--endpoint {endpoint}: {_where(err['loc'])}: "
+                                f"{err['msg'].removeprefix('Value error, ')}") from None
+
 
 def _where(loc: tuple[object, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(entry)"
@@ -252,6 +319,9 @@ def parse_registry(text: str, path: Path) -> Registry:
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "unexpected_keyword_argument":
                 msg = "unknown key"
+                if key in ("api_key", "key", "token", "password"):
+                    msg = ("unknown key: never put a secret in this file; set api_key_env to the name of the "
+                           "environment variable that holds the API key")
             raise RegistryError(f"{path}: model '{name}': key '{key}': {msg}") from None
         except TypeError as exc:  # e.g. a non-string key
             raise RegistryError(f"{path}: model '{name}': {exc}") from None

@@ -6,6 +6,7 @@ UI -> ``ChatService.chat(request)`` -> engine -> ``Rendered``, ``Delta``..., the
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
@@ -190,14 +191,17 @@ class ChatService:
             if sampling.max_tokens > room:
                 sampling = replace(sampling, max_tokens=room)
             answer, n, t_first, finish = "", 0, 0.0, None
-            async for delta in engine.stream(rendered, sampling):
-                if n == 0 and delta.num_tokens:
-                    t_first = time.perf_counter()
-                n += delta.num_tokens
-                answer += delta.text
-                finish = delta.finish_reason or finish
-                if delta.text:
-                    yield Delta(delta.text, answer)
+            # aclosing: when this generator is closed (Stop), the engine's stream closes at once (the local
+            # request is aborted, a remote server's HTTP stream closed), not whenever it is collected.
+            async with contextlib.aclosing(engine.stream(rendered, sampling)) as deltas:
+                async for delta in deltas:
+                    if n == 0 and delta.num_tokens:
+                        t_first = time.perf_counter()
+                    n += delta.num_tokens
+                    answer += delta.text
+                    finish = delta.finish_reason or finish
+                    if delta.text:
+                        yield Delta(delta.text, answer)
             t_end = time.perf_counter()
             rate = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
             yield Done(answer, n, (t_first or t_end) - t0, rate, finish)

@@ -63,6 +63,10 @@ class Settings:
     """Shortest time between two streamed UI updates (the first token shows at once)."""
     switch_wait_s: float = 30.0
     """How long a model switch waits for the running engine's requests to finish before refusing."""
+    remote_connect_timeout_s: float = 5.0
+    """How long connecting to a remote vLLM server may take."""
+    remote_timeout_s: float = 120.0
+    """Longest wait for a remote server's answer (for a streamed answer: between two chunks)."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:

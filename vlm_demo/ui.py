@@ -48,7 +48,8 @@ EXAMPLES = [
 def _state_text(service: ChatService, name: str) -> str:
     spec = service.registry.get(name)
     note = " · **random weights**: answers are noise, prompts and token counts are real" if spec.random_weights else ""
-    return f"{spec.display_label} — engine: **{service.engines.state(name)}**{note}"
+    state = f"remote: {spec.endpoint}" if spec.remote else service.engines.state(name)
+    return f"{spec.display_label} — engine: **{state}**{note}"
 
 
 def budget_html(inspection: Inspection) -> str:

