@@ -183,8 +183,8 @@ BAD_URLS = {
     # (7) huge, endless and slow bodies
     "declared huge": ("http://images.example.com:{port}/huge.png", "the limit is 300,000"),
     "endless body": ("http://images.example.com:{port}/endless.png", "past the 300,000-byte limit"),
-    "slow body": ("http://images.example.com:{port}/slow.png", "no complete answer within 1.5 s"),
-    "silent server": ("http://images.example.com:{port}/silent.png", "no complete answer within 1.5 s"),
+    "slow body": ("http://images.example.com:{port}/slow.png", "no complete answer within 5 s"),
+    "silent server": ("http://images.example.com:{port}/silent.png", "no complete answer within 5 s"),
     "404": ("http://images.example.com:{port}/missing.png", "answered 404"),
 }
 
@@ -201,7 +201,7 @@ async def test_bad_urls_are_refused(case, internet, settings):
     t0 = time.perf_counter()
     with pytest.raises(InputError, match=message):
         await load_image_url(url.format(port=internet.port), url_settings(settings))
-    assert time.perf_counter() - t0 < 3.0  # the 1.5-s budget holds, with slack for a busy machine
+    assert time.perf_counter() - t0 < 8.0  # the 5-s budget holds, with slack for a busy machine
     assert all("93.184.216.34" in seen for seen in internet.seen)  # nothing else was ever contacted
 
 
