@@ -158,6 +158,7 @@ def local_internet(monkeypatch) -> Iterator[Internet]:
 
 
 def url_settings(settings: Settings, **overrides) -> Settings:
-    """URL fetching on, test hosts allowed, small limits (a slow or silent server is cut off after 5 s; a busy CI machine needs that slack)."""
+    """URL fetching on, test hosts allowed, small limits (a slow or silent server is cut off after 5 s:
+    a busy CI machine needs that slack)."""
     values = {"url_fetch": True, "url_allowed_hosts": ALLOWED, "url_timeout_s": 5.0, "url_max_bytes": 300_000}
     return dataclasses.replace(settings, **{**values, **overrides})

@@ -27,7 +27,7 @@ from vlm_demo.errors import RegistryError, RemoteError
 from vlm_demo.inspector import Inspection
 from vlm_demo.media import load_image
 from vlm_demo.registry import ModelSpec, Registry, Sampling, parse_registry
-from vlm_demo.service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn
+from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, Turn
 from vlm_demo.settings import Settings
 
 from .conftest import ARTIFACTS, ROOT, make_image
