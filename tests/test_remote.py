@@ -438,3 +438,17 @@ def test_the_remote_engine_does_not_import_vllm():
     code = ("import sys, vlm_demo.engine.remote, vlm_demo.engine; "
             "assert not any(m == 'vllm' or m.startswith('vllm.') for m in sys.modules), 'vllm imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
+@pytest.mark.parametrize(("model", "expected"), [("tiny-qwen2.5-vl", "openai"), ("tiny-llava-1.5", "openai"),
+                                                 ("tiny-internvl2.5", "string"), ("tiny-ovis2", "string")])
+def test_content_format_of_the_servers_template(registry, settings, model, expected):
+    """A remote entry's content format is vLLM's own detection run on the template the server sends (here
+    the tiny model's template file, which the server would send); the same as the inspector tests see
+    from the local engines (InternVL and Ovis are "string": their prompts need a placeholder per image)."""
+    from vlm_demo.engine import EngineManager
+    from vlm_demo.engine.remote import _content_format
+
+    template = Path(EngineManager(settings).model_path(registry.get(model))) / "chat_template.jinja"
+    assert _content_format(template.read_text()) == expected
+    assert _content_format(None) == "unknown"

@@ -6,7 +6,8 @@ Everything the panels show is the server's own answer: the expanded ids and imag
 special tokens from ``/tokenizer_info``, ``max_model_len`` from ``/v1/models``. Answers stream from
 ``/v1/chat/completions``; closing the stream (Stop) closes the connection and vLLM aborts the request.
 Images go out only as PNG ``data:`` URLs of the app's own decoded, checked images: the server is never
-handed a URL or a path. This module does not import vLLM.
+handed a URL or a path. Only the content-format rule comes from vLLM itself, run on the server's
+chat template.
 """
 
 from __future__ import annotations
@@ -423,43 +424,13 @@ def info_specials(info: dict[str, Any] | None) -> list[str]:
 
 
 def _content_format(chat_template: str | None) -> str:
-    """"openai" when the template loops over a message's content parts, else "string" (vLLM's rule)."""
+    """The content format vLLM detects for the server's chat template: vLLM's own rule, run here on the
+    template the server sent ("unknown" when it sent none)."""
     if not chat_template:
         return "unknown"
-    import jinja2
-    from jinja2 import nodes
+    from vllm.renderers.hf import _detect_content_format
 
-    try:
-        tree = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(chat_template)
-    except jinja2.TemplateError:
-        return "string"
-
-    def base(node: nodes.Node) -> nodes.Node:
-        while isinstance(node, (nodes.Filter, nodes.Test)) or (
-                isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Slice)):
-            node = node.node
-        return node
-
-    def is_name(node: nodes.Node, names: set[str]) -> bool:
-        node = base(node)
-        return isinstance(node, nodes.Name) and node.name in names
-
-    def is_content(node: nodes.Node, names: set[str]) -> bool:
-        node = base(node)
-        if isinstance(node, nodes.Getitem):
-            return is_name(node.node, names) and isinstance(node.arg, nodes.Const) and node.arg.value == "content"
-        return isinstance(node, nodes.Getattr) and node.attr == "content" and is_name(node.node, names)
-
-    lists = {"messages"}
-    for _ in range(3):  # {% set loop_messages = messages[1:] %} and the like
-        lists |= {a.target.name for a in tree.find_all(nodes.Assign)
-                  if isinstance(a.target, nodes.Name) and is_name(a.node, lists)}
-    items = {f.target.name for f in tree.find_all(nodes.For)
-             if isinstance(f.target, nodes.Name) and is_name(f.iter, lists)}
-    for loop in tree.find_all(nodes.For):
-        if is_content(loop.iter, items) or is_name(loop.iter, {"content"}):
-            return "openai"
-    return "string"
+    return _detect_content_format(chat_template, default="string")
 
 
 def _is_missing_route(text: str) -> bool:
