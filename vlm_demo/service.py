@@ -6,6 +6,8 @@ UI -> ``ChatService.chat(request)`` -> engine -> ``Rendered``, ``Delta``..., the
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
@@ -184,20 +186,33 @@ class ChatService:
             engine = await self.engines.get(spec)
             t0 = time.perf_counter()
             rendered = await self._render(spec, engine, request)
-            yield Rendered(rendered, self._inspect(engine, rendered))
             sampling = request.sampling or spec.sampling
             room = engine.max_model_len - len(rendered.prompt_token_ids)
             if sampling.max_tokens > room:
                 sampling = replace(sampling, max_tokens=room)
-            answer, n, t_first, finish = "", 0, 0.0, None
-            async for delta in engine.stream(rendered, sampling):
-                if n == 0 and delta.num_tokens:
-                    t_first = time.perf_counter()
-                n += delta.num_tokens
-                answer += delta.text
-                finish = delta.finish_reason or finish
-                if delta.text:
-                    yield Delta(delta.text, answer)
+            # The request goes to the engine first; the inspection and the consumer's handling of
+            # ``Rendered`` (the UI draws its panels) then overlap the prefill instead of delaying it.
+            stream = engine.stream(rendered, sampling)
+            first = asyncio.ensure_future(anext(stream, None))
+            try:
+                yield Rendered(rendered, self._inspect(engine, rendered))
+                answer, n, t_first, finish = "", 0, 0.0, None
+                delta = await first
+                while delta is not None:
+                    if n == 0 and delta.num_tokens:
+                        t_first = time.perf_counter()
+                    n += delta.num_tokens
+                    answer += delta.text
+                    finish = delta.finish_reason or finish
+                    if delta.text:
+                        yield Delta(delta.text, answer)
+                    delta = await anext(stream, None)
+            finally:  # closed early (Stop, a closed tab): the stream's own cleanup aborts the request
+                if not first.done():
+                    first.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await first
+                await stream.aclose()
             t_end = time.perf_counter()
             rate = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
             yield Done(answer, n, (t_first or t_end) - t0, rate, finish)
