@@ -15,9 +15,10 @@ from .service import ChatRequest
 
 
 def data_url(image: Image.Image) -> str:
-    """The image as a lossless PNG data URL (the server decodes the same pixels)."""
+    """The image as a lossless PNG data URL (the server decodes the same pixels). Fast compression: the
+    export is built for every answer, and level 1 encodes several times faster than the default."""
     buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
+    image.save(buffer, format="PNG", compress_level=1)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
