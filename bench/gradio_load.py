@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import threading
@@ -45,7 +46,8 @@ def ask(client: Client, args: list) -> tuple[float, int, float, float]:
             ttft = time.perf_counter() - t0
     final = job.result(timeout=300)
     stats = final[STATS] if isinstance(final[STATS], str) else ""
-    found = re.match(r"(\d+) tokens .*first token \*\*([\d.]+) s\*\* · \*\*([\d.]+) tokens/s", stats)
+    pattern = r"(\d+) tokens .*first token \*\*([\d.]+) s\*\* · \*\*([\d.]+) tokens/s"
+    found = re.match(pattern, stats)
     if not found:
         raise RuntimeError(f"no token count in the answer's stats: {stats!r}")
     return ttft or time.perf_counter() - t0, int(found.group(1)), float(found.group(2)), float(found.group(3))
@@ -83,11 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     for t in threads:
         t.start()
     start.wait()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), os.times()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    json.dump({"users": args.users, "wall_s": wall, "ttft_s": [r[0] for r in runs],
+    cpu = os.times()
+    cpu_s = cpu.user + cpu.system - cpu0.user - cpu0.system  # the users' own CPU time during the load
+    json.dump({"users": args.users, "wall_s": wall, "ttft_s": [r[0] for r in runs], "cpu_s": cpu_s,
                "tokens": sum(r[1] for r in runs), "requests": len(runs), "errors": errors,
                "server_ttft_s": [r[2] for r in runs], "server_tokens_per_s": [r[3] for r in runs]}, sys.stdout)
     print()

@@ -15,7 +15,6 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, TextIteratorStreamer

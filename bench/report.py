@@ -29,7 +29,9 @@ def _models(data: dict) -> list[str]:
 def ratios(data: dict, model: str, streams: int = 8) -> dict:
     """tokens/s ratios at ``streams`` streams for one model."""
     get = {p: (_find(data, p, model, streams) or {}).get("tokens_per_s", 0.0) for p in PATHS}
-    div = (lambda a, b: a / b if b else 0.0)
+
+    def div(a: float, b: float) -> float:
+        return a / b if b else 0.0
     return {"app_vs_raw": div(get["gradio"], get["raw"]), "service_vs_raw": div(get["service"], get["raw"]),
             "app_vs_transformers": div(get["gradio"], get["transformers"]),
             "raw_vs_transformers": div(get["raw"], get["transformers"])}
@@ -79,7 +81,8 @@ def markdown(data: dict) -> str:
         "",
         "## Ratios at 8 streams (tokens/s)",
         "",
-        "| model | app (Gradio API) / raw | chat service / raw | app (Gradio API) / transformers | raw / transformers |",
+        "| model | app (Gradio API) / raw | chat service / raw | app (Gradio API) / transformers "
+        "| raw / transformers |",
         "|---|---:|---:|---:|---:|",
     ]
     for model in _models(data):
@@ -123,6 +126,14 @@ def markdown(data: dict) -> str:
         for row in data["intervals"]:
             lines.append(f"| {row['interval_s']} | {row['tokens_per_s']:.0f} | {row['ttft_p50_s'] * 1000:.0f} | "
                          f"{row['ttft_p95_s'] * 1000:.0f} |")
+        lines.append("")
+    if data.get("gradio_cpu_per_request_s"):
+        lines += ["## Where the CPU goes (Gradio API loads, CPU seconds per answer)", "",
+                  "| model | users | app process (Gradio, service, vLLM front end) | engine processes | users "
+                  "(gradio_client) |", "|---|---:|---:|---:|---:|"]
+        for row in data["gradio_cpu_per_request_s"]:
+            lines.append(f"| {row['model']} | {row['streams']} | {row['app']:.3f} | {row['engine']:.3f} | "
+                         f"{row['users']:.3f} |")
         lines.append("")
     lines += ["![tokens/s and time to first token by path](benchmark.png)", ""]
     if FINDINGS.exists():

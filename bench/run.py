@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,6 +92,7 @@ class AppServer:
 
     def __init__(self, model: str, interval: float, workdir: Path):
         self.port = free_port()
+        self.interval = interval
         self.url = f"http://127.0.0.1:{self.port}/"
         self.env = {**os.environ, "GRADIO_TEMP_DIR": str(workdir / "gradio"), "GRADIO_ANALYTICS_ENABLED": "False"}
         self.log = open(workdir / f"app-server-{self.port}.log", "w")  # noqa: SIM115
@@ -123,7 +123,21 @@ class AppServer:
         self.client.predict(name, api_name="/load_model")
         return time.perf_counter() - t0
 
+    def cpu_s(self) -> dict[str, float]:
+        """CPU seconds used so far by the app process and by its engine processes."""
+        import psutil
+
+        root = psutil.Process(self.proc.pid)
+        engine = 0.0
+        for proc in root.children(recursive=True):
+            try:
+                engine += sum(proc.cpu_times()[:2])
+            except psutil.Error:
+                pass
+        return {"app": sum(root.cpu_times()[:2]), "engine": engine}
+
     def users(self, model: str, load: Load, picture: Path) -> dict:
+        before = self.cpu_s()
         out = subprocess.run(
             [PY, "-m", "bench.gradio_load", "--url", self.url, "--model", model, "--users", str(load.streams),
              "--per-user", str(load.per_stream), "--max-tokens", str(load.max_tokens), "--picture", str(picture)],
@@ -133,6 +147,11 @@ class AppServer:
         data = json.loads(out.stdout.strip().splitlines()[-1])
         if data["errors"]:
             raise RuntimeError(f"gradio users saw errors: {data['errors'][:3]}")
+        after = self.cpu_s()
+        data["interval_s"] = self.interval
+        data["cpu_per_request_s"] = {"app": (after["app"] - before["app"]) / data["requests"],
+                                     "engine": (after["engine"] - before["engine"]) / data["requests"],
+                                     "users": data["cpu_s"] / data["requests"]}
         return data
 
     def close(self) -> None:
@@ -155,7 +174,13 @@ class AppServer:
         self.log.close()
 
 
+CPU_LOG: list[dict] = []
+"""CPU seconds per request of the app process, its engine and the users, for each Gradio load."""
+
+
 def gradio_result(model: str, load: Load, data: dict, path: str = "gradio") -> Result:
+    CPU_LOG.append({"model": model, "streams": load.streams, "interval_s": data.get("interval_s"),
+                    **{k: round(v, 4) for k, v in data["cpu_per_request_s"].items()}})
     return Result(path, model, load.streams, data["requests"], data["tokens"], data["wall_s"], data["ttft_s"])
 
 
@@ -282,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     data = {**info, "results": [r.summary() for r in results], "ttft_samples": {
         f"{r.path}/{r.model}/{r.streams}": r.ttft_s for r in results},
-        "inspector": inspector, "intervals": interval_runs, "switching": switches, "transformers": hf_raw}
+        "inspector": inspector, "intervals": interval_runs, "switching": switches, "transformers": hf_raw,
+        "gradio_cpu_per_request_s": CPU_LOG}
     from bench.report import headline, write_report
 
     data["headline"] = headline(data)
