@@ -194,6 +194,7 @@ class ChatService:
             # ``Rendered`` (the UI draws its panels) then overlap the prefill instead of delaying it.
             stream = engine.stream(rendered, sampling)
             first = asyncio.ensure_future(anext(stream, None))
+            await asyncio.sleep(0)  # the request task takes its first step (input processing) before the inspection
             try:
                 yield Rendered(rendered, self._inspect(engine, rendered))
                 answer, n, t_first, finish = "", 0, 0.0, None
