@@ -185,3 +185,17 @@ def write_report(data: dict, out_dir: Path) -> None:
     (out_dir / "benchmark.json").write_text(json.dumps(data, indent=1) + "\n")
     (out_dir / "benchmark.md").write_text(markdown(data))
     plot(data, out_dir / "benchmark.png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.report DIR``: rewrite DIR's table and plot from its benchmark.json (after editing
+    bench/findings.md, say)."""
+    import sys
+
+    out_dir = Path((argv if argv is not None else sys.argv[1:])[0])
+    write_report(json.loads((out_dir / "benchmark.json").read_text()), out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -55,8 +55,8 @@ class Plan:
 def plan(quick: bool, interval: float) -> Plan:
     tokens = 256
     if quick:
-        return Plan(models=("tiny-qwen2.5-vl",), loads=(Load(1, 2, tokens), Load(4, 1, tokens), Load(8, 2, tokens)),
-                    inspector_pairs=6, hf_requests=3, round_trips=1, intervals=(interval,), distinct=None)
+        return Plan(models=("tiny-qwen2.5-vl",), loads=(Load(1, 2, tokens), Load(4, 1, tokens), Load(8, 1, tokens)),
+                    inspector_pairs=8, hf_requests=2, round_trips=1, intervals=(interval,), distinct=None)
     others = tuple(x for x in (0.05, 0.1, 0.25) if abs(x - interval) > 1e-9)
     return Plan(models=tuple(MODELS), loads=(Load(1, 6, tokens), Load(4, 4, tokens), Load(8, 4, tokens)),
                 inspector_pairs=20, hf_requests=8, round_trips=3, intervals=(interval, *others),
