@@ -129,11 +129,11 @@ def markdown(data: dict) -> str:
         lines.append("")
     if data.get("gradio_cpu_per_request_s"):
         lines += ["## Where the CPU goes (Gradio API loads, CPU seconds per answer)", "",
-                  "| model | users | app process (Gradio, service, vLLM front end) | engine processes | users "
-                  "(gradio_client) |", "|---|---:|---:|---:|---:|"]
+                  "| model | users | UI update interval (s) | app process (Gradio, service, vLLM front end) "
+                  "| engine processes | users (gradio_client) |", "|---|---:|---:|---:|---:|---:|"]
         for row in data["gradio_cpu_per_request_s"]:
-            lines.append(f"| {row['model']} | {row['streams']} | {row['app']:.3f} | {row['engine']:.3f} | "
-                         f"{row['users']:.3f} |")
+            lines.append(f"| {row['model']} | {row['streams']} | {row.get('interval_s')} | {row['app']:.3f} | "
+                         f"{row['engine']:.3f} | {row['users']:.3f} |")
         lines.append("")
     lines += ["![tokens/s and time to first token by path](benchmark.png)", ""]
     if FINDINGS.exists():
