@@ -8,6 +8,7 @@ import atexit
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -42,11 +43,18 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     registry.get(name)  # unknown names fail here, before the server starts
     engines = EngineManager(settings)
     atexit.register(engines.shutdown_all)
+    exit_on_sigterm()
     demo = build_app(ChatService(registry, engines, settings), default_model=name)
     host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
     demo.launch(server_name=host, server_port=port, **launch_kwargs(settings))
     return 0
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (``kill``, ``docker stop``) a normal exit, so the atexit hook stops the engines: by
+    default SIGTERM ends Python without running atexit, and the engine processes were left running."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
 
 
 def _stdout_to_stderr():

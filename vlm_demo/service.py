@@ -6,6 +6,7 @@ UI -> ``ChatService.chat(request)`` -> engine -> ``Rendered``, ``Delta``..., the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
@@ -185,16 +186,20 @@ class ChatService:
             engine = await self.engines.get(spec)
             t0 = time.perf_counter()
             rendered = await self._render(spec, engine, request)
-            yield Rendered(rendered, self._inspect(engine, rendered))
             sampling = request.sampling or spec.sampling
             room = engine.max_model_len - len(rendered.prompt_token_ids)
             if sampling.max_tokens > room:
                 sampling = replace(sampling, max_tokens=room)
-            answer, n, t_first, finish = "", 0, 0.0, None
-            # aclosing: when this generator is closed (Stop), the engine's stream closes at once (the local
-            # request is aborted, a remote server's HTTP stream closed), not whenever it is collected.
-            async with contextlib.aclosing(engine.stream(rendered, sampling)) as deltas:
-                async for delta in deltas:
+            # The request goes to the engine first; the inspection and the consumer's handling of
+            # ``Rendered`` (the UI draws its panels) then overlap the prefill instead of delaying it.
+            stream = engine.stream(rendered, sampling)
+            first = asyncio.ensure_future(anext(stream, None))
+            await asyncio.sleep(0)  # the request task takes its first step (input processing) before the inspection
+            try:
+                yield Rendered(rendered, self._inspect(engine, rendered))
+                answer, n, t_first, finish = "", 0, 0.0, None
+                delta = await first
+                while delta is not None:
                     if n == 0 and delta.num_tokens:
                         t_first = time.perf_counter()
                     n += delta.num_tokens
@@ -202,6 +207,13 @@ class ChatService:
                     finish = delta.finish_reason or finish
                     if delta.text:
                         yield Delta(delta.text, answer)
+                    delta = await anext(stream, None)
+            finally:  # closed early (Stop, a closed tab): the stream's own cleanup aborts the request
+                if not first.done():
+                    first.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await first
+                await stream.aclose()
             t_end = time.perf_counter()
             rate = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
             yield Done(answer, n, (t_first or t_end) - t0, rate, finish)

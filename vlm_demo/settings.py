@@ -59,8 +59,10 @@ class Settings:
     """Chat requests the UI lets run at once on one engine (vLLM batches them)."""
     queue_max_size: int = 32
     """Requests the UI queue holds before it answers "busy"."""
-    ui_update_interval_s: float = 0.05
-    """Shortest time between two streamed UI updates (the first token shows at once)."""
+    ui_update_interval_s: float = 0.25
+    """Shortest time between two streamed UI updates (the first token shows at once). Each update costs the
+    Gradio server several milliseconds of CPU: 0.25 s used 30-40 % less app CPU per answer than 0.05 s at 8 users
+    on a 2-core machine, and half as much at 1 user (docs/benchmark.md)."""
     switch_wait_s: float = 30.0
     """How long a model switch waits for the running engine's requests to finish before refusing."""
     remote_connect_timeout_s: float = 5.0

@@ -164,9 +164,16 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
     async def run_chat(turns: list[Turn], history: list[dict[str, Any]], request: ChatRequest,
                        rollback: list[dict[str, Any]]):
         """Stream one answer; yields dicts of panel updates, grouped by time (the first at once).
-        On failure the chat goes back to ``rollback``, so it stays in step with the turns."""
+        On failure the chat goes back to ``rollback``, so it stays in step with the turns.
+
+        Each streamed update repeats the panels' values rather than leaving them out: Gradio turns an
+        output left out of a dict into a property update, and rebuilds that component's configuration
+        (its JSON schema included) on every update, which cost more than the rest of the update together.
+        Repeated values are cheap to process and reach the browser as an empty diff. Only the message box
+        and the conversation state are left out (the box may hold the user's next question)."""
         images = [im for t in request.turns for im in t.images]
         history = [*history, {"role": "assistant", "content": ""}]
+        shown: dict[Any, Any] = {}
         last = 0.0
         async with contextlib.aclosing(service.chat(request)) as events:
             async for event in events:
@@ -176,21 +183,23 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                 if isinstance(event, Rendered):
                     p = panels(service, event.inspection, images)
                     body = chat_completions_body(request, registry.get(request.model))
-                    yield {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
-                           budget: p["budget"], chatbot: history, stats: "generating…",
-                           box: gr.MultimodalTextbox(value=None),
-                           engine_state: _state_text(service, request.model), export_json: json.dumps(body, indent=1),
-                           export_curl: serve_command(registry.get(request.model)) + "\n\n" + curl_command(),
-                           export_py: python_snippet(body)}
+                    shown = {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
+                             budget: p["budget"], stats: "generating…",
+                             engine_state: _state_text(service, request.model),
+                             export_json: json.dumps(body, indent=1),
+                             export_curl: serve_command(registry.get(request.model)) + "\n\n" + curl_command(),
+                             export_py: python_snippet(body)}
+                    yield {**shown, chatbot: history, box: None}  # None clears the box (a value, not a costly update)
                 elif isinstance(event, Delta):
                     history[-1] = {"role": "assistant", "content": event.answer}
                     now = time.perf_counter()
                     if now - last >= settings.ui_update_interval_s:
                         last = now
-                        yield {chatbot: history}
+                        yield {**shown, chatbot: history}
                 elif isinstance(event, Done):
                     history[-1] = {"role": "assistant", "content": event.answer}
-                    yield {chatbot: history, stats: _stats(event), state: [*turns, Turn("assistant", event.answer)]}
+                    yield {**shown, chatbot: history, stats: _stats(event),
+                           state: [*turns, Turn("assistant", event.answer)]}
 
     async def submit(message, history, turns, model, system, temperature, top_p, max_tokens, seed, *rest):
         *sliders, url_text = rest

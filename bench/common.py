@@ -1,0 +1,104 @@
+"""Pieces the benchmark's processes share: the load, the pictures, percentiles and the machine's name."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+#: The tiny models measured, by registry name, with the family (for the transformers baseline).
+MODELS = {"tiny-llava-1.5": "llava", "tiny-qwen2.5-vl": "qwen2_5_vl"}
+QUESTION = "Describe this picture in detail."
+IMAGE_SIZE = (640, 480)
+
+
+@dataclass(frozen=True)
+class Load:
+    """One measured load: ``streams`` concurrent users, each asking ``per_stream`` questions back to back."""
+
+    streams: int
+    per_stream: int
+    max_tokens: int
+    """Tokens every answer has (``ignore_eos``)."""
+
+
+@dataclass
+class Result:
+    """Figures of one load on one path."""
+
+    path: str
+    """raw, service, gradio or transformers."""
+    model: str
+    streams: int
+    requests: int
+    tokens: int
+    wall_s: float
+    ttft_s: list[float] = field(default_factory=list)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.wall_s if self.wall_s else 0.0
+
+    def summary(self) -> dict:
+        d = asdict(self)
+        d.pop("ttft_s")
+        return {**d, "tokens_per_s": round(self.tokens_per_s, 1), "ttft_p50_s": round(pct(self.ttft_s, 50), 4),
+                "ttft_p95_s": round(pct(self.ttft_s, 95), 4)}
+
+
+def pct(values: list[float], q: float) -> float:
+    """The ``q``-th percentile (linear interpolation), 0 for no values."""
+    if not values:
+        return 0.0
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if q < 100 else max(values)
+
+
+def picture(i: int) -> Image.Image:
+    """Request ``i``'s image: 640x480, different per request (so no two requests share a processed image)."""
+    w, h = IMAGE_SIZE
+    image = Image.new("RGB", (w, h), ((37 * i) % 256, (91 * i) % 256, (53 * i + 120) % 256))
+    draw = ImageDraw.Draw(image)
+    for x in range(0, w, 40):
+        draw.rectangle([x, 0, x + 12, h], fill=((17 * i + x) % 256, 200, 40))
+    draw.line([0, 0, w, h], fill=(0, 0, 0), width=5)
+    draw.text((20, 20), f"request {i}", fill=(255, 255, 255))
+    return image
+
+
+def write_pictures(folder: Path, n: int) -> list[Path]:
+    """``n`` request images as PNG files (what the Gradio users upload)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        path = folder / f"request-{i}.png"
+        if not path.exists():
+            picture(i).save(path)
+        paths.append(path)
+    return paths
+
+
+def machine() -> dict:
+    """The machine's name in figures: CPU model, cores, memory, load."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "memory_gib": round(mem / 2**30, 1),
+            "python": platform.python_version(), "load_average": [round(x, 2) for x in os.getloadavg()]}

@@ -1,0 +1,138 @@
+"""The load in this process, on one engine: the raw ``AsyncLLM`` and the app's chat service side by side.
+
+Both paths drive the same engine with the same pictures and sampling, so their ratio is the service's cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+from typing import Any
+
+from vlm_demo.engine import EngineManager
+from vlm_demo.registry import Sampling, load_registry
+from vlm_demo.service import ChatRequest, ChatService, Delta, Done, Failed, Turn, to_openai_messages
+from vlm_demo.settings import Settings
+
+from .common import QUESTION, Load, Result, picture
+
+_ids = itertools.count(1_000)  # picture numbers: every request gets a picture no other request had
+
+
+class NoInspectionService(ChatService):
+    """The chat service with the inspection left out (the inspector-overhead baseline)."""
+
+    @staticmethod
+    def _inspect(engine, rendered):  # type: ignore[override]
+        return None
+
+
+def _request(model: str, image, max_tokens: int) -> ChatRequest:
+    sampling = Sampling(temperature=0.7, top_p=0.9, max_tokens=max_tokens, ignore_eos=True)
+    return ChatRequest(model=model, turns=(Turn("user", QUESTION, (image,)),), sampling=sampling)
+
+
+async def _raw_one(llm: Any, prompt: dict[str, Any], image, max_tokens: int) -> tuple[float, int]:
+    from vllm.sampling_params import RequestOutputKind, SamplingParams
+
+    params = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=max_tokens, ignore_eos=True,
+                            output_kind=RequestOutputKind.DELTA)
+    t0 = time.perf_counter()
+    ttft, n = 0.0, 0
+    async for out in llm.generate({**prompt, "multi_modal_data": {"image": image}}, params, f"raw-{uuid.uuid4().hex}"):
+        got = len(out.outputs[0].token_ids)
+        if n == 0 and got:
+            ttft = time.perf_counter() - t0
+        n += got
+    return ttft, n
+
+
+async def _service_one(service: ChatService, model: str, image, max_tokens: int) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    ttft = 0.0
+    async for event in service.chat(_request(model, image, max_tokens)):
+        if isinstance(event, Delta) and not ttft:
+            ttft = time.perf_counter() - t0
+        elif isinstance(event, Done):
+            return ttft or event.ttft_s, event.num_tokens
+        elif isinstance(event, Failed):
+            raise RuntimeError(event.message)
+    raise RuntimeError("the service ended without Done")
+
+
+async def _run_load(path: str, model: str, load: Load, one, distinct: bool = False) -> Result:
+    shared = picture(0)
+    images = [[picture(next(_ids)) if distinct else shared for _ in range(load.per_stream)]
+              for _ in range(load.streams)]
+    ttfts: list[float] = []
+    tokens = 0
+
+    async def stream(mine):
+        nonlocal tokens
+        for image in mine:
+            ttft, n = await one(image, load.max_tokens)
+            ttfts.append(ttft)
+            tokens += n
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(stream(mine) for mine in images))
+    wall = time.perf_counter() - t0
+    return Result(path, model, load.streams, load.streams * load.per_stream, tokens, wall, ttfts)
+
+
+async def measure(model: str, loads: list[Load], inspector_pairs: int, distinct: Load | None = None,
+                  log=print) -> tuple[list[Result], dict]:
+    """Raw engine and chat service under each load (every request asks about the same picture), then time
+    to first token with and without the inspection (``inspector_pairs`` single requests of each,
+    alternating), then, if ``distinct`` is given, that load with a different picture per request."""
+    settings = Settings.from_env()
+    registry = load_registry(settings.models_file)
+    engines = EngineManager(settings)
+    service = ChatService(registry, engines, settings)
+    bare = NoInspectionService(registry, engines, settings)
+    spec = registry.get(model)
+    try:
+        t0 = time.perf_counter()
+        engine = await engines.get(spec)
+        log(f"  {model}: engine started in {time.perf_counter() - t0:.1f} s")
+        llm = engine._llm  # the raw engine: the very AsyncLLM the service uses
+        rendered = await engine.render(to_openai_messages(_request(model, picture(0), 8)),
+                                       spec.default_mm_kwargs())
+        prompt: dict[str, Any] = {"prompt": rendered.prompt}
+        if spec.default_mm_kwargs():
+            prompt["mm_processor_kwargs"] = spec.default_mm_kwargs()
+
+        def raw(image, max_tokens):
+            return _raw_one(llm, prompt, image, max_tokens)
+
+        def chat(image, max_tokens, svc=service):
+            return _service_one(svc, model, image, max_tokens)
+
+        warm = Load(streams=4, per_stream=2, max_tokens=loads[0].max_tokens)
+        await _run_load("raw", model, warm, raw)
+        await _run_load("service", model, warm, chat)
+        results = []
+        for load in loads:
+            for path, one in (("raw", raw), ("service", chat)):
+                result = await _run_load(path, model, load, one)
+                log(f"  {model} {path:8} {load.streams} streams: {result.tokens_per_s:7.0f} tokens/s, "
+                    f"TTFT p50 {result.summary()['ttft_p50_s'] * 1000:.0f} ms")
+                results.append(result)
+        with_insp, without = [], []
+        shared = picture(0)
+        for _ in range(inspector_pairs):
+            for svc, into in ((service, with_insp), (bare, without)):
+                ttft, _ = await _service_one(svc, model, shared, 4)
+                into.append(ttft)
+        inspector = {"model": model, "pairs": inspector_pairs, "ttft_with_s": with_insp, "ttft_without_s": without}
+        if distinct is not None:
+            for path, one in (("raw", raw), ("service", chat)):
+                result = await _run_load(f"{path}-distinct", model, distinct, one, distinct=True)
+                log(f"  {model} {path} distinct pictures, {distinct.streams} streams: "
+                    f"{result.tokens_per_s:7.0f} tokens/s")
+                results.append(result)
+        return results, inspector
+    finally:
+        engines.shutdown_all()

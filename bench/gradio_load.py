@@ -1,0 +1,104 @@
+"""Users of the running app's Gradio API (``gradio_client``), in their own process so their CPU time is
+not the app's: each of ``--users`` threads asks ``--per-user`` questions back to back. Prints one JSON object.
+
+    python -m bench.gradio_load --url URL --model NAME --users 8 --per-user 4 --max-tokens 128 --picture FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import time
+
+from gradio_client import Client, handle_file
+
+from vlm_demo.registry import load_registry
+from vlm_demo.settings import Settings
+
+from .common import QUESTION
+
+CHAT, STATS = 5, 6  # positions of the chat and the stats among the /chat outputs
+
+
+def chat_args(model: str, picture: str, max_tokens: int) -> list:
+    """The /chat inputs: message, history, model, system, sampling, every slider of the page, image URLs."""
+    registry = load_registry(Settings.from_env().models_file)
+    sliders = {s.kwarg: s.default for spec in reversed(registry.models) for s in spec.sliders}
+    sliders |= registry.get(model).default_mm_kwargs()
+    message = {"text": QUESTION, "files": [handle_file(picture)]}
+    return [message, [], model, "", 0.7, 0.9, max_tokens, -1, *(sliders[k] for k in sorted(sliders)), ""]
+
+
+def ask(client: Client, args: list) -> tuple[float, int, float, float]:
+    """One question in a new conversation: time to the first answer text on the page, tokens generated,
+    and the server's own figures from the stats line (time to first token, tokens/s)."""
+    client.reset_session()  # a new conversation: the state holds no earlier images
+    t0 = time.perf_counter()
+    ttft = 0.0
+    job = client.submit(*args, api_name="/chat")
+    for update in job:
+        chat = update[CHAT]
+        if not ttft and isinstance(chat, list) and chat and chat[-1]["role"] == "assistant" and chat[-1]["content"]:
+            ttft = time.perf_counter() - t0
+    final = job.result(timeout=300)
+    stats = final[STATS] if isinstance(final[STATS], str) else ""
+    pattern = r"(\d+) tokens .*first token \*\*([\d.]+) s\*\* · \*\*([\d.]+) tokens/s"
+    found = re.match(pattern, stats)
+    if not found:
+        raise RuntimeError(f"no token count in the answer's stats: {stats!r}")
+    return ttft or time.perf_counter() - t0, int(found.group(1)), float(found.group(2)), float(found.group(3))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--url", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--users", type=int, default=8)
+    p.add_argument("--per-user", type=int, default=4)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--picture", required=True)
+    args = p.parse_args(argv)
+    inputs = chat_args(args.model, args.picture, args.max_tokens)
+    # The users read the streamed text; they do not download the pictures of each update.
+    clients = [Client(args.url, verbose=False, download_files=False) for _ in range(args.users)]
+    runs: list[tuple[float, int, float, float]] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(args.users + 1)
+
+    def user(client: Client) -> None:
+        start.wait()
+        for _ in range(args.per_user):
+            try:
+                run = ask(client, inputs)
+                with lock:
+                    runs.append(run)
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                with lock:
+                    errors.append(repr(exc)[:300])
+
+    threads = [threading.Thread(target=user, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0, cpu0 = time.perf_counter(), os.times()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    cpu = os.times()
+    cpu_s = cpu.user + cpu.system - cpu0.user - cpu0.system  # the users' own CPU time during the load
+    json.dump({"users": args.users, "wall_s": wall, "ttft_s": [r[0] for r in runs], "cpu_s": cpu_s,
+               "tokens": sum(r[1] for r in runs), "requests": len(runs), "errors": errors,
+               "server_ttft_s": [r[2] for r in runs], "server_tokens_per_s": [r[3] for r in runs]}, sys.stdout)
+    print()
+    for c in clients:
+        c.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""The benchmark's results as ``benchmark.json``, a markdown table (``benchmark.md``, ratios first, then
+absolute figures and the machine) and a plot (``benchmark.png``, drawn with Pillow)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from PIL import Image, ImageDraw, ImageFont
+
+PATHS = ("raw", "service", "gradio", "transformers")
+LABELS = {"raw": "raw AsyncLLM", "service": "app: chat service", "gradio": "app: Gradio API",
+          "transformers": "transformers generate", "raw-distinct": "raw, a new picture each",
+          "service-distinct": "service, a new picture each"}
+COLORS = {"raw": (66, 133, 244), "service": (52, 168, 83), "gradio": (251, 140, 0), "transformers": (150, 150, 150)}
+FINDINGS = Path(__file__).resolve().parent / "findings.md"
+
+
+def _find(data: dict, path: str, model: str, streams: int) -> dict | None:
+    return next((r for r in data["results"] if r["path"] == path and r["model"] == model
+                 and r["streams"] == streams), None)
+
+
+def _models(data: dict) -> list[str]:
+    return list(dict.fromkeys(r["model"] for r in data["results"]))
+
+
+def ratios(data: dict, model: str, streams: int = 8) -> dict:
+    """tokens/s ratios at ``streams`` streams for one model."""
+    get = {p: (_find(data, p, model, streams) or {}).get("tokens_per_s", 0.0) for p in PATHS}
+
+    def div(a: float, b: float) -> float:
+        return a / b if b else 0.0
+    return {"app_vs_raw": div(get["gradio"], get["raw"]), "service_vs_raw": div(get["service"], get["raw"]),
+            "app_vs_transformers": div(get["gradio"], get["transformers"]),
+            "raw_vs_transformers": div(get["raw"], get["transformers"])}
+
+
+def inspector_pct(insp: dict) -> float:
+    without = statistics.median(insp["ttft_without_s"])
+    return 100 * (statistics.median(insp["ttft_with_s"]) - without) / without
+
+
+def headline(data: dict) -> dict:
+    """The RESULT line's figures: ratios at 8 streams (mean over the models), inspector overhead of time
+    to first token (mean over the models), resident memory after the switches over one engine's."""
+    per_model = [ratios(data, m) for m in _models(data)]
+    sw = data["switching"]
+    return {
+        "app_vs_raw": statistics.mean(r["app_vs_raw"] for r in per_model),
+        "app_vs_transformers": statistics.mean(r["app_vs_transformers"] for r in per_model),
+        "inspector_overhead_pct": statistics.mean(inspector_pct(i) for i in data["inspector"]),
+        "switch_rss_ratio": sw["rss_after_bytes"] / sw["rss_one_engine_bytes"],
+    }
+
+
+def markdown(data: dict) -> str:
+    h = data["headline"]
+    m = data["machine"]
+    plan = data["plan"]
+    tokens = plan["loads"][0]["max_tokens"]
+    lines = [
+        "# Benchmark: the app against the raw engine and a transformers-generate demo",
+        "",
+        f"`python bench/run.py{' --quick' if data['mode'] == 'quick' else ''}`, {data['started']}, "
+        f"{data['duration_s']:.0f} s. Machine: **{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB**, "
+        f"Python {m['python']}, CPU only (vLLM CPU build). Load average (1/5/15 min) at the start "
+        f"{' / '.join(map(str, m['load_average']))}, at the end {' / '.join(map(str, data['load_average_end']))}: "
+        "other people's workloads shared the machine, so absolute figures are noisy; the ratios compare paths "
+        "measured in the same run.",
+        "",
+        f"Tiny random-weight models (LLaVA-1.5 and Qwen2.5-VL geometry), one 640x480 picture per request, "
+        f"`max_tokens={tokens}` with `ignore_eos` (every answer is {tokens} tokens), temperature 0.7, top_p 0.9. "
+        "Each stream asks its questions back to back; tokens/s is all tokens over the wall time of the load.",
+        "",
+        "```",
+        f"RESULT app_vs_raw={h['app_vs_raw']:.2f} app_vs_transformers={h['app_vs_transformers']:.1f} "
+        f"inspector_overhead_pct={h['inspector_overhead_pct']:.1f} switch_rss_ratio={h['switch_rss_ratio']:.2f}",
+        "```",
+        "",
+        "## Ratios at 8 streams (tokens/s)",
+        "",
+        "| model | app (Gradio API) / raw | chat service / raw | app (Gradio API) / transformers "
+        "| raw / transformers |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for model in _models(data):
+        r = ratios(data, model)
+        lines.append(f"| {model} | {r['app_vs_raw']:.2f} | {r['service_vs_raw']:.2f} | "
+                     f"{r['app_vs_transformers']:.1f} | {r['raw_vs_transformers']:.1f} |")
+    lines += ["", "Targets: app / raw >= 0.9; app / transformers >= 8; inspector overhead <= 5 % of time to first "
+              "token; resident memory after the switches within 10 % of one engine's.", "",
+              "## Absolute figures", "",
+              "| model | path | streams | requests | tokens/s | TTFT p50 (ms) | TTFT p95 (ms) |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    for r in sorted(data["results"], key=lambda r: (r["model"], r["streams"], r["path"])):
+        lines.append(f"| {r['model']} | {LABELS.get(r['path'], r['path'])} | {r['streams']} | {r['requests']} | "
+                     f"{r['tokens_per_s']:.0f} | {r['ttft_p50_s'] * 1000:.0f} | {r['ttft_p95_s'] * 1000:.0f} |")
+    lines += ["", "Time to first token: raw and service from the call to the first token; Gradio from the "
+              "client's submit (upload included) to the first answer text in a streamed update; transformers: "
+              "users arriving together and served one at a time, so user k waits for the k answers before it "
+              "(its tokens/s is the same at any number of users).", ""]
+    tr = data.get("transformers") or []
+    if tr:
+        lines += [f"transformers baseline: {tr[0]['dtype']}, {tr[0]['threads']} torch threads, "
+                  "`generate(..., streamer=TextIteratorStreamer)` in a thread, random weights saved with "
+                  "`save_pretrained` and loaded with `from_pretrained`.", ""]
+    lines += ["## Inspector overhead (time to first token, chat service, 1 stream)", "",
+              "| model | pairs | with inspection p50 (ms) | without p50 (ms) | overhead |", "|---|---:|---:|---:|---:|"]
+    for insp in data["inspector"]:
+        lines.append(f"| {insp['model']} | {insp['pairs']} | {statistics.median(insp['ttft_with_s']) * 1000:.1f} | "
+                     f"{statistics.median(insp['ttft_without_s']) * 1000:.1f} | {inspector_pct(insp):+.1f} % |")
+    sw = data["switching"]
+    lines += ["", "## Model switching (through the page's model picker, `/load_model`)", "",
+              f"{sw['switches']} switches ({sw['round_trips']} round trip(s), back on {sw['model']}): "
+              f"{statistics.median(sw['switch_s']):.1f} s median per switch (stop one engine, start the other; "
+              f"range {min(sw['switch_s']):.1f}-{max(sw['switch_s']):.1f} s); first start "
+              f"{sw['first_start_s']:.1f} s. Resident memory of the app process and its engine processes: "
+              f"{sw['rss_one_engine_bytes'] / 2**30:.2f} GiB with one engine after its load test, "
+              f"{sw['rss_after_bytes'] / 2**30:.2f} GiB after the switches "
+              f"(ratio {h['switch_rss_ratio']:.2f}).", ""]
+    if data.get("intervals"):
+        lines += ["## UI update interval (Gradio API, 8 users, first model)", "",
+                  "| interval (s) | tokens/s | TTFT p50 (ms) | TTFT p95 (ms) |", "|---:|---:|---:|---:|"]
+        for row in data["intervals"]:
+            lines.append(f"| {row['interval_s']} | {row['tokens_per_s']:.0f} | {row['ttft_p50_s'] * 1000:.0f} | "
+                         f"{row['ttft_p95_s'] * 1000:.0f} |")
+        lines.append("")
+    if data.get("gradio_cpu_per_request_s"):
+        lines += ["## Where the CPU goes (Gradio API loads, CPU seconds per answer)", "",
+                  "| model | users | UI update interval (s) | app process (Gradio, service, vLLM front end) "
+                  "| engine processes | users (gradio_client) |", "|---|---:|---:|---:|---:|---:|"]
+        for row in data["gradio_cpu_per_request_s"]:
+            lines.append(f"| {row['model']} | {row['streams']} | {row.get('interval_s')} | {row['app']:.3f} | "
+                         f"{row['engine']:.3f} | {row['users']:.3f} |")
+        lines.append("")
+    lines += ["![tokens/s and time to first token by path](benchmark.png)", ""]
+    if FINDINGS.exists():
+        lines += [FINDINGS.read_text().strip(), ""]
+    return "\n".join(lines)
+
+
+def plot(data: dict, path: Path) -> None:
+    """Grouped bars: tokens/s (top) and time to first token p50 (bottom) per model, streams and path."""
+    models = _models(data)
+    streams = sorted({r["streams"] for r in data["results"]})
+    groups = [(m, s) for m in models for s in streams]
+    width, panel_h, left, top = max(900, 120 * len(groups) + 120), 300, 70, 50
+    img = Image.new("RGB", (width, 2 * panel_h + 3 * top + 40), "white")
+    d = ImageDraw.Draw(img)
+    font = ImageFont.load_default()
+    bar_w = (width - left - 20) / len(groups) / (len(PATHS) + 1)
+    for panel, (key, title, scale) in enumerate((("tokens_per_s", "tokens/s (higher is better)", 1.0),
+                                                 ("ttft_p50_s", "time to first token p50, ms (lower is better)",
+                                                  1000.0))):
+        y0 = top + panel * (panel_h + top)
+        values = [(_find(data, p, m, s) or {}).get(key, 0.0) * scale for m, s in groups for p in PATHS]
+        vmax = max(values + [1e-9]) * 1.1
+        d.text((left, y0 - 30), title, fill="black", font=font)
+        d.line([(left, y0), (left, y0 + panel_h), (width - 10, y0 + panel_h)], fill="black")
+        for frac in (0.25, 0.5, 0.75, 1.0):
+            y = y0 + panel_h - frac * panel_h / 1.1
+            d.line([(left - 4, y), (width - 10, y)], fill=(225, 225, 225))
+            d.text((4, y - 6), f"{frac * vmax / 1.1:.0f}", fill="black", font=font)
+        for g, (m, s) in enumerate(groups):
+            x0 = left + g * (len(PATHS) + 1) * bar_w + bar_w / 2
+            for i, p in enumerate(PATHS):
+                v = (_find(data, p, m, s) or {}).get(key, 0.0) * scale
+                h = v / vmax * panel_h
+                d.rectangle([x0 + i * bar_w, y0 + panel_h - h, x0 + (i + 1) * bar_w - 2, y0 + panel_h], fill=COLORS[p])
+            if panel == 1:
+                d.text((x0, y0 + panel_h + 6), f"{m.removeprefix('tiny-')}", fill="black", font=font)
+                d.text((x0, y0 + panel_h + 18), f"{s} stream{'s' if s > 1 else ''}", fill="black", font=font)
+    x = left
+    for p in PATHS:
+        d.rectangle([x, img.height - 22, x + 12, img.height - 10], fill=COLORS[p])
+        d.text((x + 16, img.height - 22), LABELS[p], fill="black", font=font)
+        x += 40 + 7 * len(LABELS[p])
+    img.save(path)
+
+
+def write_report(data: dict, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "benchmark.json").write_text(json.dumps(data, indent=1) + "\n")
+    (out_dir / "benchmark.md").write_text(markdown(data))
+    plot(data, out_dir / "benchmark.png")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.report DIR``: rewrite DIR's table and plot from its benchmark.json (after editing
+    bench/findings.md, say)."""
+    import sys
+
+    out_dir = Path((argv if argv is not None else sys.argv[1:])[0])
+    write_report(json.loads((out_dir / "benchmark.json").read_text()), out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

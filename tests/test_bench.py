@@ -1,0 +1,28 @@
+"""The benchmark is not part of the test suite; this checks that its quick mode runs and writes its table."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+from .conftest import ROOT
+
+
+def test_quick_benchmark_runs_and_writes_its_table(tmp_path, report):
+    out = subprocess.run([sys.executable, "bench/run.py", "--quick", "--out", str(tmp_path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = out.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"RESULT app_vs_raw=[\d.]+ app_vs_transformers=[\d.]+ inspector_overhead_pct=-?[\d.]+ "
+                        r"switch_rss_ratio=[\d.]+", line), line
+    report(f"bench --quick: {line}")
+    table = (tmp_path / "benchmark.md").read_text()
+    assert "## Ratios at 8 streams" in table and "| tiny-qwen2.5-vl |" in table
+    for path in ("raw AsyncLLM", "app: chat service", "app: Gradio API", "transformers generate"):
+        assert f"| {path} | 8 |" in table, path
+    data = json.loads((tmp_path / "benchmark.json").read_text())
+    assert {r["path"] for r in data["results"]} == {"raw", "service", "gradio", "transformers"}
+    assert all(r["tokens"] == r["requests"] * 256 for r in data["results"]), "every answer has max_tokens tokens"
+    assert (tmp_path / "benchmark.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
