@@ -31,7 +31,7 @@ from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, T
 from vlm_demo.settings import Settings
 
 from .conftest import ARTIFACTS, ROOT, make_image
-from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, free_port, launch, stop, wait_ready
+from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, beside_local_engine, free_port
 
 MODEL = "tiny-qwen2.5-vl"
 CASES = {"default": {}, "slider moved": {"max_pixels": 200704}}
@@ -54,22 +54,9 @@ async def server(registry: Registry, engines: EngineManager, settings: Settings)
     """vLLM's OpenAI server for the tiny Qwen2.5-VL model with the app's engine flags plus the remote
     panels' flags; meanwhile the app's local engine of the same model starts (others stop first)."""
     spec = registry.get(MODEL)
-    srv = await asyncio.to_thread(launch, spec, engines.model_path(spec), settings,
-                                  ARTIFACTS / f"vllm-server-remote-{MODEL}.log", SCALE_OUT_FLAGS)
-
-    async def local_engine() -> None:
-        for name in engines.loaded():
-            if name != spec.name:
-                await engines.shutdown(name)
-        await engines.get(spec)
-
-    try:
-        for result in await asyncio.gather(wait_ready(srv), local_engine(), return_exceptions=True):
-            if isinstance(result, BaseException):
-                raise result
+    async with beside_local_engine(spec, engines, settings, ARTIFACTS / f"vllm-server-remote-{MODEL}.log",
+                                   SCALE_OUT_FLAGS) as srv:
         yield srv
-    finally:
-        await asyncio.to_thread(stop, srv.proc)
 
 
 @pytest.fixture(scope="module")

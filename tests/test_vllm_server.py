@@ -8,7 +8,6 @@ at most two engines are alive. Only 127.0.0.1 is contacted; the server runs offl
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +19,7 @@ from vlm_demo.service import ChatRequest, ChatService, Turn
 from vlm_demo.settings import Settings
 
 from .conftest import ARTIFACTS, make_image
-from .vllm_server import Server, engine_kwargs, launch, served_messages, server_argv, stop, wait_ready
+from .vllm_server import Server, beside_local_engine, engine_kwargs, served_messages, server_argv
 
 
 @dataclass(frozen=True)
@@ -53,23 +52,8 @@ async def server(request, registry, engines: EngineManager, settings: Settings):
     The server starts at once; meanwhile the app's other engines stop, then its engine for this
     model starts (two engines alive at most, start-ups overlapping)."""
     spec = registry.get(request.param)
-    srv = await asyncio.to_thread(launch, spec, engines.model_path(spec), settings,
-                                  ARTIFACTS / f"vllm-server-{spec.name}.log")
-
-    async def local_engine() -> None:
-        for name in engines.loaded():
-            if name != spec.name:
-                await engines.shutdown(name)
-        await engines.get(spec)
-
-    try:
-        # Both run to the end even if one fails: a local engine start cancelled half-way would leak.
-        for result in await asyncio.gather(wait_ready(srv), local_engine(), return_exceptions=True):
-            if isinstance(result, BaseException):
-                raise result
+    async with beside_local_engine(spec, engines, settings, ARTIFACTS / f"vllm-server-{spec.name}.log") as srv:
         yield srv
-    finally:
-        await asyncio.to_thread(stop, srv.proc)
 
 
 @pytest.mark.parametrize("model", list(CASES))

