@@ -122,11 +122,19 @@ async def measure(model: str, loads: list[Load], inspector_pairs: int, distinct:
                 results.append(result)
         with_insp, without = [], []
         shared = picture(0)
-        for _ in range(inspector_pairs):
-            for svc, into in ((service, with_insp), (bare, without)):
+        pair = ((service, with_insp), (bare, without))
+        for i in range(inspector_pairs):
+            for svc, into in (pair if i % 2 == 0 else pair[::-1]):  # ABBA: neither goes first every time
                 ttft, _ = await _service_one(svc, model, shared, 4)
                 into.append(ttft)
-        inspector = {"model": model, "pairs": inspector_pairs, "ttft_with_s": with_insp, "ttft_without_s": without}
+        # The inspection alone (the pure functions over the rendered ids), timed directly.
+        one = await service._render(spec, engine, _request(model, shared, 4))
+        t1 = time.perf_counter()
+        for _ in range(50):
+            service._inspect(engine, one)
+        inspect_s = (time.perf_counter() - t1) / 50
+        inspector = {"model": model, "pairs": inspector_pairs, "ttft_with_s": with_insp, "ttft_without_s": without,
+                     "inspect_s": inspect_s}
         if distinct is not None:
             for path, one in (("raw", raw), ("service", chat)):
                 result = await _run_load(f"{path}-distinct", model, distinct, one, distinct=True)

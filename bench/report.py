@@ -107,10 +107,13 @@ def markdown(data: dict) -> str:
                   "`generate(..., streamer=TextIteratorStreamer)` in a thread, random weights saved with "
                   "`save_pretrained` and loaded with `from_pretrained`.", ""]
     lines += ["## Inspector overhead (time to first token, chat service, 1 stream)", "",
-              "| model | pairs | with inspection p50 (ms) | without p50 (ms) | overhead |", "|---|---:|---:|---:|---:|"]
+              "| model | pairs | with inspection p50 (ms) | without p50 (ms) | overhead | the inspection alone (ms) |",
+              "|---|---:|---:|---:|---:|---:|"]
     for insp in data["inspector"]:
+        alone = f"{insp['inspect_s'] * 1000:.2f}" if "inspect_s" in insp else "-"
         lines.append(f"| {insp['model']} | {insp['pairs']} | {statistics.median(insp['ttft_with_s']) * 1000:.1f} | "
-                     f"{statistics.median(insp['ttft_without_s']) * 1000:.1f} | {inspector_pct(insp):+.1f} % |")
+                     f"{statistics.median(insp['ttft_without_s']) * 1000:.1f} | {inspector_pct(insp):+.1f} % | "
+                     f"{alone} |")
     sw = data["switching"]
     lines += ["", "## Model switching (through the page's model picker, `/load_model`)", "",
               f"{sw['switches']} switches ({sw['round_trips']} round trip(s), back on {sw['model']}): "
