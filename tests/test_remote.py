@@ -24,6 +24,7 @@ import pytest
 
 from vlm_demo.engine import EngineManager, RemoteEngine
 from vlm_demo.errors import RegistryError, RemoteError
+from vlm_demo.export import chat_completions_body, curl_command, python_snippet, serve_command
 from vlm_demo.inspector import Inspection
 from vlm_demo.media import load_image
 from vlm_demo.registry import ModelSpec, Registry, Sampling, parse_registry
@@ -222,6 +223,33 @@ async def test_cli_against_the_endpoint(both: ChatService, server: Server, setti
     out = await asyncio.to_thread(run_cli, "chat", *args, "--max-tokens", "4")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["num_tokens"] == 4
+
+
+async def test_the_export_replays_against_the_endpoint(server: Server, registry, tmp_path, monkeypatch):
+    """The export panel of an endpoint entry names that server, reads the API key from the entry's variable
+    (never writes it out), and its curl command and Python snippet both get an answer from the real server,
+    slider kwargs included."""
+    spec = remote_spec(registry, server.url, api_key_env="VLM_DEMO_TEST_KEY")
+    request = request_for(spec.name, {"max_pixels": 200704}, Sampling(max_tokens=4, seed=1))
+    body = chat_completions_body(request, spec)
+    (tmp_path / "request.json").write_text(json.dumps(body))
+    curl, snippet = serve_command(spec) + "\n\n" + curl_command(spec), python_snippet(body, spec)
+    assert server.url in serve_command(spec) and "localhost" not in curl + snippet
+    assert "$VLM_DEMO_TEST_KEY" in curl and 'os.environ["VLM_DEMO_TEST_KEY"]' in snippet
+    monkeypatch.setenv("VLM_DEMO_TEST_KEY", "not-written-out")
+    out = await asyncio.to_thread(subprocess.run, ["bash", "-c", curl], cwd=tmp_path, capture_output=True,
+                                  text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.rstrip().endswith("data: [DONE]"), out.stdout[-500:] + out.stderr
+    chunks = [json.loads(line[5:]) for line in out.stdout.splitlines() if line.startswith("data: {")]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    out = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", snippet], cwd=tmp_path,
+                                  capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    body["mm_processor_kwargs"] = {"max_pixels": "lots"}  # the kwargs do reach the server
+    (tmp_path / "request.json").write_text(json.dumps(body))
+    out = await asyncio.to_thread(subprocess.run, ["bash", "-c", curl], cwd=tmp_path, capture_output=True,
+                                  text=True, timeout=120)
+    assert "max_pixels" in out.stdout and "[DONE]" not in out.stdout, out.stdout[-500:]
 
 
 @pytest.mark.parametrize(("model", "mm_kwargs"), [("tiny-llava-1.5", {}), ("tiny-internvl2.5", {}),

@@ -44,8 +44,16 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
     return body
 
 
+LOCAL_SERVER = "http://localhost:8000"
+"""Where the exported request goes for a model the app runs itself: a ``vllm serve`` started as shown."""
+
+
 def serve_command(spec: ModelSpec) -> str:
-    """The ``vllm serve`` command the exported request is meant for."""
+    """The ``vllm serve`` command the exported request is meant for (for an endpoint entry: the server
+    it already goes to)."""
+    if spec.remote:
+        return (f"# {spec.endpoint} serves {spec.served_model_name}; the sliders need it started with "
+                "--trust-request-mm-kwargs")
     args = [f"vllm serve {spec.repo or spec.path or spec.name}", "--trust-request-mm-kwargs"]
     for key, value in spec.engine_args.to_vllm().items():
         if key in ("load_format",) and spec.tiny:
@@ -61,22 +69,25 @@ def serve_command(spec: ModelSpec) -> str:
     return " \\\n  ".join(args)
 
 
-def curl_command(base_url: str = "http://localhost:8000") -> str:
-    """curl that posts the exported JSON (saved as request.json)."""
-    return (f"curl -sN {base_url}/v1/chat/completions \\\n  -H 'Content-Type: application/json' \\\n"
-            "  -d @request.json")
+def curl_command(spec: ModelSpec) -> str:
+    """curl that posts the exported JSON (saved as request.json) to the model's server; the API key, if
+    the entry names one, is read from its environment variable, never written out."""
+    auth = f" \\\n  -H \"Authorization: Bearer ${spec.api_key_env}\"" if spec.api_key_env else ""
+    return (f"curl -sN {spec.endpoint or LOCAL_SERVER}/v1/chat/completions \\\n"
+            f"  -H 'Content-Type: application/json'{auth} \\\n  -d @request.json")
 
 
-def python_snippet(body: dict[str, Any], base_url: str = "http://localhost:8000") -> str:
-    """An ``openai`` client snippet that sends the exported JSON (saved as request.json)."""
+def python_snippet(body: dict[str, Any], spec: ModelSpec) -> str:
+    """An ``openai`` client snippet that sends the exported JSON (saved as request.json) to the model's server."""
     extra = ('\n    extra_body={"mm_processor_kwargs": body["mm_processor_kwargs"]},'
              if "mm_processor_kwargs" in body else "")
     seed = "\n    seed=body[\"seed\"]," if "seed" in body else ""
-    return f'''import json
-from openai import OpenAI
+    imports = "import json\nimport os\n" if spec.api_key_env else "import json\n"
+    api_key = f'os.environ["{spec.api_key_env}"]' if spec.api_key_env else '"EMPTY"'
+    return f'''{imports}from openai import OpenAI
 
 body = json.load(open("request.json"))
-client = OpenAI(base_url="{base_url}/v1", api_key="EMPTY")
+client = OpenAI(base_url="{spec.endpoint or LOCAL_SERVER}/v1", api_key={api_key})
 stream = client.chat.completions.create(
     model=body["model"],
     messages=body["messages"],

@@ -182,13 +182,14 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                     raise gr.Error(event.message)
                 if isinstance(event, Rendered):
                     p = panels(service, event.inspection, images)
-                    body = chat_completions_body(request, registry.get(request.model))
+                    spec = registry.get(request.model)
+                    body = chat_completions_body(request, spec)
                     shown = {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
                              budget: p["budget"], stats: "generating…",
                              engine_state: _state_text(service, request.model),
                              export_json: json.dumps(body, indent=1),
-                             export_curl: serve_command(registry.get(request.model)) + "\n\n" + curl_command(),
-                             export_py: python_snippet(body)}
+                             export_curl: serve_command(spec) + "\n\n" + curl_command(spec),
+                             export_py: python_snippet(body, spec)}
                     yield {**shown, chatbot: history, box: None}  # None clears the box (a value, not a costly update)
                 elif isinstance(event, Delta):
                     history[-1] = {"role": "assistant", "content": event.answer}
