@@ -122,6 +122,37 @@ def test_overlay_pictures_are_written_once_and_whole(tmp_path):
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".png", ".png"]  # no staging file left
 
 
+def test_each_picture_is_encoded_once_per_process(monkeypatch):
+    """A conversation re-sends its earlier images every turn; their PNG data URLs (export, remote server)
+    and expansion pictures are encoded once per picture (and grid), and stay the same pixels."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from vlm_demo import media, ui
+    from vlm_demo.inspector import ImageExpansion
+
+    encodes = []
+    save = Image.Image.save
+    monkeypatch.setattr(Image.Image, "save", lambda self, *a, **k: (encodes.append(self.size), save(self, *a, **k)))
+    picture = make_image(97, 61, seed=7)
+    url = media.png_data_url(picture)
+    assert media.png_data_url(make_image(97, 61, seed=7)) == url and len(encodes) == 1  # a new object, same pixels
+    decoded = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert decoded.tobytes() == picture.tobytes()
+    assert media.png_data_url(make_image(97, 61, seed=8)) != url and len(encodes) == 2
+
+    def expansion(offset: int, grid):
+        return ImageExpansion(0, "<image>", 5, 4, offset, 4, (97, 61), None, grid, None)
+    first = ui.overlay_file(picture, expansion(3, (2, 2)), False)
+    assert ui.overlay_file(make_image(97, 61, seed=7), expansion(40, (2, 2)), False) == first  # a later turn
+    assert len(encodes) == 3
+    assert ui.overlay_file(picture, expansion(3, (1, 3)), False) != first and len(encodes) == 4
+    os.remove(first)  # a cleaned temp folder: written again
+    assert ui.overlay_file(picture, expansion(3, (2, 2)), False) == first and os.path.exists(first)
+
+
 def test_streams_an_answer_with_the_three_panels(app, picture):
     url, engines, registry = app
     client = Client(url, verbose=False)

@@ -6,8 +6,12 @@ vLLM never fetches URLs or reads paths on the user's behalf; this module is the 
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+import threading
 import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +22,7 @@ from safetensors.numpy import load as load_safetensors
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .errors import InputError
-from .settings import Settings
+from .settings import ENCODED_IMAGES_KEPT, Settings
 
 
 def load_image(source: str | Path | bytes | Image.Image, settings: Settings, name: str | None = None) -> Image.Image:
@@ -44,13 +48,48 @@ def load_image(source: str | Path | bytes | Image.Image, settings: Settings, nam
     return image
 
 
+class Recent:
+    """A bounded map that keeps the most recently used values (thread-safe); the oldest go first."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._values: OrderedDict[Hashable, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, make: Callable[[], object]) -> object:
+        """The value kept for ``key``, made (outside the lock) and kept when there is none."""
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = make()
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self.size:
+                self._values.popitem(last=False)
+        return value
+
+
+def image_digest(image: Image.Image) -> str:
+    """A name for an image's pixels (mode, size and bytes): equal pictures get equal names."""
+    h = hashlib.blake2b(f"{image.mode} {image.size}".encode(), digest_size=16)
+    h.update(image.tobytes())
+    return h.hexdigest()
+
+
+_PNG_URLS = Recent(ENCODED_IMAGES_KEPT)
+
+
 def png_data_url(image: Image.Image) -> str:
     """A decoded image as a lossless base64 PNG ``data:`` URL: how images travel to a remote server (and
     into exported requests), so the server decodes the very pixels the app checked and fetches nothing.
-    Fast compression: the export is built for every answer, and level 1 encodes several times faster."""
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", compress_level=1)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    Fast compression (level 1 encodes several times faster), and kept by content: every turn re-sends the
+    conversation's earlier images."""
+    def encode() -> str:
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG", compress_level=1)
+        return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    return _PNG_URLS.get(image_digest(image), encode)  # type: ignore[return-value]
 
 
 def _decode(data: bytes, name: str, settings: Settings) -> Image.Image:

@@ -17,6 +17,11 @@ def _default_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "vlm-demo"
 
 
+ENCODED_IMAGES_KEPT = 64
+"""PNG encodings (data URLs, overlay pictures) kept in memory per process, by image content: each turn
+re-sends every earlier image of the conversation, which then costs a hash instead of an encode."""
+
+
 @dataclass(frozen=True)
 class Settings:
     """Limits and paths; see the README's settings table."""

@@ -22,11 +22,11 @@ from PIL import Image
 from .errors import InputError, VlmDemoError
 from .export import chat_completions_body, curl_command, python_snippet, serve_command
 from .families import FAMILIES
-from .inspector import Inspection, draw_overlay, prompt_html, run_length_text
+from .inspector import ImageExpansion, Inspection, draw_overlay, prompt_html, run_length_text
 from .fetch import load_image_url
-from .media import ImageEmbeds, load_image, load_image_embeds
+from .media import ImageEmbeds, Recent, image_digest, load_image, load_image_embeds
 from .registry import Sampling
-from .settings import Settings
+from .settings import ENCODED_IMAGES_KEPT, Settings
 from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -90,6 +90,19 @@ def image_file(image: Image.Image, folder: Path) -> str:
     return str(path)
 
 
+_OVERLAY_FILES = Recent(ENCODED_IMAGES_KEPT)
+
+
+def overlay_file(image: Image.Image, expansion: ImageExpansion, center_crop: bool) -> str:
+    """The expansion picture of one image (its grid or crop drawn over it) as a file; drawn and encoded once
+    per picture and grid (all ``draw_overlay`` reads), since every turn shows the earlier images again."""
+    def draw() -> str:
+        return image_file(draw_overlay(image, expansion, center_crop=center_crop), OVERLAYS)
+    key = (image_digest(image), expansion.grid, center_crop)
+    path = _OVERLAY_FILES.get(key, draw)
+    return path if os.path.exists(path) else draw()  # type: ignore[arg-type]  # (a cleaned temp folder)
+
+
 def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> dict[str, Any]:
     """Values of the prompt and expansion panels for one inspection."""
     spec = service.registry.get(inspection.model)
@@ -98,7 +111,7 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
     who = "vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits them"
     header = f'<p id="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
 
-    gallery = [(image_file(draw_overlay(img, im, center_crop=family.center_crop), OVERLAYS),
+    gallery = [(overlay_file(img, im, family.center_crop),
                 f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
                for img, im in zip(images, inspection.images, strict=False) if not isinstance(img, ImageEmbeds)]
     return {"prompt": header + prompt_html(inspection, specials), "runs": run_length_text(inspection),
