@@ -37,6 +37,27 @@ async def test_ovis_partitions(service, partition, grid):
     assert insp.prompt.count("<image>") == 1
 
 
+async def test_remote_ovis_geometry_equals_the_engines(service, registry):
+    """A remote server gives Ovis2's ids, not its grid; the remote engine's rule (grid from the image size and
+    max_partition, shown only when it gives the server's count) must agree with the engine's processor."""
+    from vlm_demo.engine.geometry import geometry_from_count
+
+    spec = registry.get("tiny-ovis2")
+    sizes = [(640, 480), (1600, 400), (300, 900), (1280, 960), (448, 448), (100, 100), (2000, 300), (500, 1400)]
+    grids = set()
+    for partition in (1, 4, 6, 9):
+        kwargs = {**spec.default_mm_kwargs(), "max_partition": partition}
+        for i, size in enumerate(sizes):
+            image = make_image(*size, seed=i)
+            (im,) = (await service.inspect(req("tiny-ovis2", images=(image,), **kwargs))).images
+            g = geometry_from_count("ovis", im.count, image, kwargs)
+            assert (g.orig_size, g.processed_size, g.grid, g.thumbnail) == (
+                im.orig_size, im.processed_size, im.grid, im.thumbnail), (size, partition)
+            assert geometry_from_count("ovis", im.count + 1, image, kwargs).grid is None  # never a guess
+            grids.add(im.grid)
+    assert len(grids) >= 5, grids  # the sizes do reach different grids
+
+
 @pytest.mark.parametrize("patches", [1, 6, 12])
 @pytest.mark.parametrize("image", [A, B], ids=["640x480", "1600x400"])
 async def test_internvl_tiles(service, image, patches):

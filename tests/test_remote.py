@@ -25,14 +25,13 @@ import pytest
 from vlm_demo.engine import EngineManager, RemoteEngine
 from vlm_demo.errors import RegistryError, RemoteError
 from vlm_demo.export import chat_completions_body, curl_command, python_snippet, serve_command
-from vlm_demo.inspector import Inspection
 from vlm_demo.media import load_image
 from vlm_demo.registry import ModelSpec, Registry, Sampling, parse_registry
-from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, Turn
+from vlm_demo.service import ChatRequest, ChatService, Failed, Turn
 from vlm_demo.settings import Settings
 
 from .conftest import ARTIFACTS, ROOT, make_image
-from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, beside_local_engine, free_port
+from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, free_port
 
 MODEL = "tiny-qwen2.5-vl"
 CASES = {"default": {}, "slider moved": {"max_pixels": 200704}}
@@ -64,16 +63,6 @@ async def server(registry: Registry, engines: EngineManager, settings: Settings)
 def both(server: Server, registry: Registry, engines: EngineManager, settings: Settings) -> ChatService:
     """One service over the registry plus the remote entry: local and remote side by side."""
     return ChatService(registry.with_model(remote_spec(registry, server.url)), engines, settings)
-
-
-def assert_same(remote: Inspection, local: Inspection) -> None:
-    assert remote.prompt_token_ids == local.prompt_token_ids
-    assert remote.images == local.images
-    assert remote.budget == local.budget
-    assert remote.content_format == local.content_format
-    assert remote.prompt == local.prompt
-    assert remote.runs == local.runs
-    assert remote.conversation == local.conversation
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -113,13 +102,6 @@ def _messages_and_kwargs(request: ChatRequest, registry: Registry):
     from vlm_demo.service import to_openai_messages
 
     return to_openai_messages(request), registry.get(MODEL).default_mm_kwargs()
-
-
-async def collect(service: ChatService, request: ChatRequest) -> tuple[Rendered, Done]:
-    events = [event async for event in service.chat(request)]
-    failed = [e for e in events if isinstance(e, Failed)]
-    assert not failed, failed
-    return events[0], events[-1]
 
 
 async def test_streamed_answer_equals_the_local_engines(both: ChatService, report):

@@ -1,6 +1,7 @@
 """The inspector against a real peer: vLLM's own OpenAI server, started for each tiny model with the
 flags the app's engine gets, must tokenize the same conversation (images, slider kwargs) into exactly
-the ids the inspector shows.
+the ids the inspector shows; and the app in front of that server (an endpoint entry) must show the same
+inspection and give the same seeded answer as its local engine, for every family.
 
 One server runs at a time (module-scoped, one per family) beside the session's one local engine, so
 at most two engines are alive. Only 127.0.0.1 is contacted; the server runs offline.
@@ -8,6 +9,7 @@ at most two engines are alive. Only 127.0.0.1 is contacted; the server runs offl
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +17,14 @@ import httpx
 import pytest
 
 from vlm_demo.engine import EngineManager
+from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, ChatService, Turn
 from vlm_demo.settings import Settings
 
 from .conftest import ARTIFACTS, make_image
-from .vllm_server import Server, beside_local_engine, engine_kwargs, served_messages, server_argv
+from .vllm_server import (
+    SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, engine_kwargs, served_messages, server_argv,
+)
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,8 @@ async def server(request, registry, engines: EngineManager, settings: Settings):
     The server starts at once; meanwhile the app's other engines stop, then its engine for this
     model starts (two engines alive at most, start-ups overlapping)."""
     spec = registry.get(request.param)
-    async with beside_local_engine(spec, engines, settings, ARTIFACTS / f"vllm-server-{spec.name}.log") as srv:
+    async with beside_local_engine(spec, engines, settings, ARTIFACTS / f"vllm-server-{spec.name}.log",
+                                   SCALE_OUT_FLAGS) as srv:
         yield srv
 
 
@@ -104,6 +110,28 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
     if case.mm_kwargs:  # the moved slider took effect on the server too (not ignored on both sides)
         at_default = await tokenize(server, {**body, "mm_processor_kwargs": spec.default_mm_kwargs()})
         assert at_default["tokens"].count(image_id) != sum(counts)
+
+
+@pytest.mark.parametrize("kind", ["default", "variant"])
+async def test_an_endpoint_entry_matches_the_local_engine(server: Server, kind: str, registry, engines, settings):
+    """The app's remote engine in front of this server: the same inspection as the local engine (ids,
+    ranges, geometry, prompt, content format) and the same seeded answer, token for token."""
+    spec = server.spec
+    remote = dataclasses.replace(registry.spec_for_endpoint(server.url, spec.name), name=f"remote-{spec.name}")
+    both = ChatService(registry.with_model(remote), engines, settings)
+    case = CASES[spec.name][kind]
+    images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
+    sampling = Sampling(temperature=0.8, top_p=0.95, max_tokens=8, seed=7)
+
+    def request(model: str) -> ChatRequest:
+        return ChatRequest(model=model, turns=(Turn("user", case.text, images),), mm_kwargs=case.mm_kwargs,
+                           sampling=sampling)
+    assert_same(await both.inspect(request(remote.name)), await both.inspect(request(spec.name)))
+    rendered_r, answer_r = await collect(both, request(remote.name))
+    rendered_l, answer_l = await collect(both, request(spec.name))
+    assert rendered_r.rendered.prompt_token_ids == rendered_l.rendered.prompt_token_ids
+    assert (answer_r.answer, answer_r.num_tokens, answer_r.finish_reason) == \
+        (answer_l.answer, answer_l.num_tokens, answer_l.finish_reason)
 
 
 async def tokenize(server: Server, body: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,8 @@ import pytest
 from vlm_demo.engine import EngineManager
 from vlm_demo.media import png_data_url
 from vlm_demo.registry import ModelSpec
-from vlm_demo.service import ChatRequest, to_openai_messages
+from vlm_demo.inspector import Inspection
+from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, to_openai_messages
 from vlm_demo.settings import Settings
 
 START_TIMEOUT_S = 300.0
@@ -173,3 +174,22 @@ async def beside_local_engine(spec: ModelSpec, engines: EngineManager, settings:
         yield srv
     finally:
         await asyncio.to_thread(stop, srv.proc)
+
+
+def assert_same(remote: Inspection, local: Inspection) -> None:
+    """A remote entry's inspection equals the local engine's, field by field (the model name aside)."""
+    assert remote.prompt_token_ids == local.prompt_token_ids
+    assert remote.images == local.images
+    assert remote.budget == local.budget
+    assert remote.content_format == local.content_format
+    assert remote.prompt == local.prompt
+    assert remote.runs == local.runs
+    assert remote.conversation == local.conversation
+
+
+async def collect(service: ChatService, request: ChatRequest) -> tuple[Rendered, Done]:
+    """The first (rendered) and last (done) events of one answer; a failure fails the test."""
+    events = [event async for event in service.chat(request)]
+    failed = [e for e in events if isinstance(e, Failed)]
+    assert not failed, failed
+    return events[0], events[-1]

@@ -121,10 +121,37 @@ def _internvl_from_count(count: int, image: Image.Image, mm_kwargs: dict[str, An
     return ImageGeometry(image.size, (best[0] * size, best[1] * size), (best[1], best[0]), thumbnail)
 
 
+def _ovis_from_count(count: int, image: Image.Image, mm_kwargs: dict[str, Any]) -> ImageGeometry | None:
+    side, segment = 448, 255  # Ovis2: 448-px partitions; (448 / 14 / 2)^2 - 1 pad tokens per visual atom
+    max_partition, threshold = mm_kwargs.get("max_partition", 9), mm_kwargs.get("covering_threshold", 0.9)
+    w, h = image.size
+
+    def cells(rows: int, cols: int) -> list[tuple[int, int]]:  # width, height of each partition
+        return [((w if c == cols - 1 else (c + 1) * (w // cols)) - c * (w // cols),
+                 (h if r == rows - 1 else (r + 1) * (h // rows)) - r * (h // rows))
+                for r in range(rows) for c in range(cols)]
+
+    def covered(cw: int, ch: int) -> float:  # area of one partition kept after resizing to ``side``
+        long, short = max(cw, ch), min(cw, ch)
+        return side * (short / long * side) if long > side else long * short
+
+    grids = [((rows, cols), sum(covered(*cell) for cell in cells(rows, cols)) / (w * h))
+             for rows in range(1, max_partition + 1) for cols in range(1, max_partition + 1)
+             if rows * cols <= max_partition]
+    good = [g for g in grids if g[1] > threshold]  # Ovis's rule: fewest partitions covering enough, else most
+    (rows, cols), _ = (sorted(good, key=lambda g: (g[0][0] * g[0][1], -g[1])) if good
+                       else sorted(grids, key=lambda g: (-g[1], g[0][0] * g[0][1])))[0]
+    n = rows * cols  # pads: one per indicator token (start, prefix, separators, end) and ``segment`` per atom
+    if (4 + segment if n == 1 else 3 + 2 * n + (1 + n) * segment) != count:
+        return None
+    return ImageGeometry(image.size, None, (rows, cols), n > 1)
+
+
 GEOMETRY_FROM_COUNT: dict[str, Callable[[int, Image.Image, dict[str, Any]], ImageGeometry | None]] = {
     "llava": _llava_from_count,
     "qwen2_5_vl": _qwen2_5_vl_from_count,
     "internvl": _internvl_from_count,
+    "ovis": _ovis_from_count,
 }
 
 
