@@ -145,7 +145,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         mm_kwargs = {k: int(v) for k, v in zip(slider_kwargs, sliders, strict=True) if k in own and v is not None}
         temperature, top_p, max_tokens, seed = sampling
         sampling_params = Sampling(temperature=float(temperature), top_p=float(top_p), max_tokens=int(max_tokens),
-                                   seed=int(seed) if seed not in (None, "", -1) else None)
+                                   seed=int(seed) if seed not in (None, "", -1) else None,
+                                   ignore_eos=spec.sampling.ignore_eos)  # models.yaml's; the page has no control
         return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
                            sampling=sampling_params)
 
