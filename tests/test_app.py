@@ -500,11 +500,13 @@ def test_sixteen_users(app, picture, report, caplog):
     assert growth < 10.0, figures
 
 
-def test_engine_killed_mid_answer(app, picture):
+def test_engine_killed_mid_answer(long_answers, picture):
     """The engine process dies during an answer: that user gets a clear error, the page lives on,
-    and the next request starts a new engine."""
-    url, engines, registry = app
+    and the next request starts a new engine. (A long answer: one that ended at EOS before the kill
+    would make this a race.)"""
+    url, engines, registry = long_answers
     client = Client(url, verbose=False)
+    client.predict(MODEL, api_name="/load_model")  # the engine runs (when this test runs alone too)
     engine = engines.engine(MODEL)
     starts = engines.starts
     job = client.submit(*chat_args(registry, picture, max_tokens=2048, seed=1), api_name="/chat")
