@@ -55,6 +55,19 @@ class App:
         return iter((self.url, self.engines, self.registry))
 
 
+@contextlib.contextmanager
+def page(service: ChatService):
+    """The app's page over ``service``, served on a free 127.0.0.1 port; its URL while the block runs."""
+    demo = build_app(service, default_model=MODEL)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_kwargs(service.settings))
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
 @pytest.fixture(scope="module")
 def app(registry, settings, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp, local_internet(mp) as internet:
@@ -62,12 +75,8 @@ def app(registry, settings, tmp_path_factory):
         app_settings = url_settings(settings, switch_wait_s=1.0, max_upload_bytes=2_000_000)
         engines = EngineManager(app_settings)
         service = ChatService(registry, engines, app_settings)
-        demo = build_app(service, default_model=MODEL)
-        port = free_port()
-        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                    **launch_kwargs(app_settings))
-        yield App(f"http://127.0.0.1:{port}/", engines, registry, service, internet)
-        demo.close()
+        with page(service) as url:
+            yield App(url, engines, registry, service, internet)
         engines.shutdown_all()
 
 
@@ -187,14 +196,8 @@ def long_answers(app):
     spec = registry.get(MODEL)
     endless = registry.with_model(dataclasses.replace(spec, sampling=dataclasses.replace(spec.sampling,
                                                                                          ignore_eos=True)))
-    demo = build_app(ChatService(endless, engines, app.service.settings), default_model=MODEL)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs(app.service.settings))
-    try:
-        yield f"http://127.0.0.1:{port}/", engines, registry
-    finally:
-        demo.close()
+    with page(ChatService(endless, engines, app.service.settings)) as long_url:
+        yield long_url, engines, registry
 
 
 def test_stop_aborts_the_engine_request(long_answers, picture):
@@ -408,14 +411,10 @@ def test_closing_the_tab_aborts_the_engine_request(long_answers):
 
 def test_a_full_queue_answers_busy(app, picture):
     """More users than the queue holds: the extra ones get "queue is full" at once, the rest answers."""
-    url, engines, registry = app
+    _, engines, registry = app
     small = dataclasses.replace(app.service.settings, queue_concurrency=1, queue_max_size=1)
-    demo = build_app(ChatService(registry, engines, small), default_model=MODEL)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs(small))
-    try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+    with page(ChatService(registry, engines, small)) as url:
+        client = Client(url, verbose=False)
         jobs = [client.submit(*chat_args(registry, picture, max_tokens=48, seed=1), api_name="/chat")
                 for _ in range(6)]
         outcomes = []
@@ -430,8 +429,6 @@ def test_a_full_queue_answers_busy(app, picture):
         assert "busy" in outcomes and "answered" in outcomes, outcomes
         assert all(o in ("busy", "answered") for o in outcomes), outcomes
         assert engines.running_requests() == 0
-    finally:
-        demo.close()
 
 
 def _tree_rss(pids) -> int:
