@@ -31,7 +31,7 @@ class NoInspectionService(ChatService):
 
 def _request(model: str, image, max_tokens: int) -> ChatRequest:
     sampling = Sampling(temperature=0.7, top_p=0.9, max_tokens=max_tokens, ignore_eos=True)
-    return ChatRequest(model=model, turns=(Turn("user", QUESTION, (image,)),), sampling=sampling)
+    return ChatRequest(model=model, turns=(Turn("user", QUESTION, {"image": (image,)}),), sampling=sampling)
 
 
 async def _raw_one(llm: Any, prompt: dict[str, Any], image, max_tokens: int) -> tuple[float, int]:

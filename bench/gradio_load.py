@@ -27,7 +27,7 @@ CHAT, STATS = 5, 6  # positions of the chat and the stats among the /chat output
 def chat_args(model: str, picture: str, max_tokens: int) -> list:
     """The /chat inputs: message, history, model, system, sampling, every slider of the page, image URLs."""
     registry = load_registry(Settings.from_env().models_file)
-    sliders = {s.kwarg: s.default for spec in reversed(registry.models) for s in spec.sliders}
+    sliders = {c.kwarg: spec.initial(c.kwarg) for spec in reversed(registry.models) for c in spec.controls}
     sliders |= registry.get(model).default_mm_kwargs()
     message = {"text": QUESTION, "files": [handle_file(picture)]}
     return [message, [], model, "", 0.7, 0.9, max_tokens, -1, *(sliders[k] for k in sorted(sliders)), ""]

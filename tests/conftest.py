@@ -36,6 +36,18 @@ async def engines(settings: Settings):
 
 
 @pytest.fixture(scope="session")
+def renderer(registry: Registry, engines: EngineManager):
+    """``renderer(name)``: vLLM's renderer for a registry model without an engine (built once a model)."""
+    made: dict[str, object] = {}
+
+    def get(name: str):
+        if name not in made:
+            made[name] = engines.start_renderer(registry.get(name))
+        return made[name]
+    return get
+
+
+@pytest.fixture(scope="session")
 def service(registry: Registry, engines: EngineManager, settings: Settings) -> ChatService:
     return ChatService(registry, engines, settings)
 

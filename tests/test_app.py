@@ -89,7 +89,7 @@ def picture():
 
 def slider_values(registry, model: str, **overrides) -> list[int]:
     """Values for every slider of the page (hidden ones keep a valid value the model ignores)."""
-    defaults = {s.kwarg: s.default for spec in reversed(registry.models) for s in spec.sliders}
+    defaults = {s.kwarg: spec.initial(s.kwarg) for spec in reversed(registry.models) for s in spec.controls}
     defaults |= registry.get(model).default_mm_kwargs()
     return [overrides.get(k, defaults[k]) for k in sorted(defaults)]
 
@@ -140,7 +140,7 @@ def test_each_picture_is_encoded_once_per_process(monkeypatch):
     from PIL import Image
 
     from vlm_demo import media, ui
-    from vlm_demo.inspector import ImageExpansion
+    from vlm_demo.inspector import Expansion
 
     encodes = []
     save = Image.Image.save
@@ -153,7 +153,7 @@ def test_each_picture_is_encoded_once_per_process(monkeypatch):
     assert media.png_data_url(make_image(97, 61, seed=8)) != url and len(encodes) == 2
 
     def expansion(offset: int, grid):
-        return ImageExpansion(0, "<image>", 5, 4, offset, 4, (97, 61), None, grid, None)
+        return Expansion("image", 0, "<image>", 5, 4, offset, 4, (97, 61), None, grid, None)
     first = ui.overlay_file(picture, expansion(3, (2, 2)), False)
     assert ui.overlay_file(make_image(97, 61, seed=7), expansion(40, (2, 2)), False) == first  # a later turn
     assert len(encodes) == 3

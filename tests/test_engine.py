@@ -48,14 +48,12 @@ def internvl_tiles(width: int, height: int, min_num: int = 1, max_num: int = 12)
 
 
 def image_token_count(rendered, engine) -> int:
-    image_id = engine.tokenizer.convert_tokens_to_ids(
-        {"llava": "<image>", "qwen2_5_vl": "<|image_pad|>", "internvl": "<IMG_CONTEXT>", "ovis": "<|image_pad|>"}[
-            engine.spec.family])
+    image_id = engine.tokenizer.convert_tokens_to_ids(engine.adapter.image_token)
     return sum(1 for t in rendered.prompt_token_ids if t == image_id)
 
 
 async def ask(service, model: str, image, text="What is in this picture?", **mm_kwargs):
-    request = ChatRequest(model=model, turns=(Turn("user", text, (image,)),), mm_kwargs=mm_kwargs,
+    request = ChatRequest(model=model, turns=(Turn("user", text, {"image": (image,)}),), mm_kwargs=mm_kwargs,
                           sampling=FIXED)
     events = [e async for e in service.chat(request)]
     assert not any(isinstance(e, Failed) for e in events), events
@@ -97,7 +95,7 @@ async def check_expansion(service, engines, model):
         rendered, done = await ask(service, model, make_image(w, h), **kwargs)
         engine = await engines.get(service.registry.get(model))
         assert image_token_count(rendered, engine) == expected, (model, (w, h), kwargs)
-        assert len(rendered.image_ranges) == 1
+        assert len(rendered.ranges["image"]) == 1
         assert done.num_tokens >= 8 and done.answer
         assert done.ttft_s > 0
         assert engine.running_requests() == 0
@@ -126,7 +124,7 @@ async def test_llava_576_tokens_for_any_size(service, engines):
 
 async def test_stopping_the_consumer_aborts_the_request(service, engines):
     spec = service.registry.get("tiny-llava-1.5")
-    request = ChatRequest(model=spec.name, turns=(Turn("user", "Describe it.", (make_image(300, 300),)),),
+    request = ChatRequest(model=spec.name, turns=(Turn("user", "Describe it.", {"image": (make_image(300, 300),)}),),
                           sampling=Sampling(max_tokens=2000, ignore_eos=True))
     engine = await engines.get(spec)
     seen = 0
@@ -172,7 +170,7 @@ async def test_render_equals_the_openai_server_path(service, engines):
     _, (served,) = await renderer.render_chat_async([messages], chat_params(kwargs),
                                                     prompt_extras={"mm_processor_kwargs": kwargs})
     assert list(ours.prompt_token_ids) == list(served["prompt_token_ids"])
-    assert ours.image_ranges[0].length == served["mm_placeholders"]["image"][0].length
+    assert ours.ranges["image"][0].length == served["mm_placeholders"]["image"][0].length
 
 
 async def test_internvl_256_tokens_per_tile(service, engines):

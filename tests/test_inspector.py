@@ -21,14 +21,14 @@ A, B = make_image(640, 480), make_image(1600, 400, seed=1)
 
 
 def req(model, images=(A,), text="Describe.", **mm_kwargs):
-    return ChatRequest(model=model, turns=(Turn("user", text, tuple(images)),), mm_kwargs=mm_kwargs,
+    return ChatRequest(model=model, turns=(Turn("user", text, {"image": tuple(images)} if images else {}),), mm_kwargs=mm_kwargs,
                        sampling=Sampling(temperature=0.0, max_tokens=8, ignore_eos=True))
 
 
 @pytest.mark.parametrize(("partition", "grid"), [(1, None), (4, (2, 2)), (9, (2, 2))])
 async def test_ovis_partitions(service, partition, grid):
     insp = await service.inspect(req("tiny-ovis2", max_partition=partition))
-    (im,) = insp.images
+    (im,) = insp.items["image"]
     n = grid[0] * grid[1] if grid else 1
     assert im.count == ovis_tokens(n)
     assert im.grid == (grid or (1, 1))
@@ -40,7 +40,7 @@ async def test_ovis_partitions(service, partition, grid):
 async def test_remote_ovis_geometry_equals_the_engines(service, registry):
     """A remote server gives Ovis2's ids, not its grid; the remote engine's rule (grid from the image size and
     max_partition, shown only when it gives the server's count) must agree with the engine's processor."""
-    from vlm_demo.engine.geometry import geometry_from_count
+    from vlm_demo.families.ovis import geometry_from_count
 
     spec = registry.get("tiny-ovis2")
     sizes = [(640, 480), (1600, 400), (300, 900), (1280, 960), (448, 448), (100, 100), (2000, 300), (500, 1400)]
@@ -49,11 +49,11 @@ async def test_remote_ovis_geometry_equals_the_engines(service, registry):
         kwargs = {**spec.default_mm_kwargs(), "max_partition": partition}
         for i, size in enumerate(sizes):
             image = make_image(*size, seed=i)
-            (im,) = (await service.inspect(req("tiny-ovis2", images=(image,), **kwargs))).images
-            g = geometry_from_count("ovis", im.count, image, kwargs)
+            (im,) = (await service.inspect(req("tiny-ovis2", images=(image,), **kwargs))).items["image"]
+            g = geometry_from_count(im.count, image, kwargs)
             assert (g.orig_size, g.processed_size, g.grid, g.thumbnail) == (
                 im.orig_size, im.processed_size, im.grid, im.thumbnail), (size, partition)
-            assert geometry_from_count("ovis", im.count + 1, image, kwargs).grid is None  # never a guess
+            assert geometry_from_count(im.count + 1, image, kwargs) is None  # never a guess
             grids.add(im.grid)
     assert len(grids) >= 5, grids  # the sizes do reach different grids
 
@@ -62,7 +62,7 @@ async def test_remote_ovis_geometry_equals_the_engines(service, registry):
 @pytest.mark.parametrize("image", [A, B], ids=["640x480", "1600x400"])
 async def test_internvl_tiles(service, image, patches):
     insp = await service.inspect(req("tiny-internvl2.5", images=(image,), max_dynamic_patch=patches))
-    (im,) = insp.images
+    (im,) = insp.items["image"]
     tiles = internvl_tiles(*image.size, max_num=patches)
     assert im.count == 256 * tiles
     assert im.thumbnail is (tiles > 1)
@@ -81,7 +81,7 @@ async def test_internvl_string_format_gets_one_placeholder_per_image(service, n_
     assert insp.prompt.count("<image>") == n_images
     user = [m for m in insp.conversation if m["role"] == "user"][-1]
     assert isinstance(user["content"], str) and user["content"].count("<image>") == n_images
-    assert [im.offset for im in insp.images] == sorted(im.offset for im in insp.images)
+    assert [im.offset for im in insp.items["image"]] == sorted(im.offset for im in insp.items["image"])
     assert run_length_text(insp).count("<img>") == n_images
 
 
@@ -94,7 +94,7 @@ async def test_internvl_placeholder_text_is_refused(service):
 @pytest.mark.parametrize("max_pixels", [100352, 401408, 1003520])
 async def test_qwen_changes_with_max_pixels(service, max_pixels):
     insp = await service.inspect(req("tiny-qwen2.5-vl", images=(B,), max_pixels=max_pixels))
-    (im,) = insp.images
+    (im,) = insp.items["image"]
     expected = qwen_tokens(1600, 400, 3136, max_pixels)
     assert im.count == expected
     w, h = im.processed_size
@@ -106,7 +106,7 @@ async def test_qwen_changes_with_max_pixels(service, max_pixels):
 
 async def test_views(service):
     insp = await service.inspect(req("tiny-qwen2.5-vl", images=(A,), max_pixels=100352))
-    (im,) = insp.images
+    (im,) = insp.items["image"]
     html = prompt_html(insp, ("<|im_start|>", "<|im_end|>"))
     assert '<mark class="ph">&lt;|vision_start|&gt;&lt;|image_pad|&gt;&lt;|vision_end|&gt;</mark>' in html
     assert '<mark class="sp">&lt;|im_start|&gt;</mark>' in html
@@ -116,7 +116,7 @@ async def test_views(service):
     x = round(A.width / im.grid[1])  # first vertical cell line
     assert picture.getpixel((x, A.height // 3)) != A.getpixel((x, A.height // 3))
     budget = insp.budget
-    assert budget.total == len(insp.prompt_token_ids) == budget.image_tokens + budget.text_tokens
+    assert budget.total == len(insp.prompt_token_ids) == budget.media_tokens["image"] + budget.text_tokens
     assert budget.free == budget.max_model_len - budget.total
 
 
@@ -163,7 +163,7 @@ async def test_qwen_accepts_precomputed_embeddings(service, settings, tmp_path):
     path = save_embeds(tmp_path / "q.safetensors", image_embeds=np.ones((96, 128), dtype=np.float32),
                        image_grid_thw=np.array([1, 16, 24], dtype=np.int64))
     insp = await service.inspect(req("tiny-qwen2.5-vl", images=(load_image_embeds(path, settings),)))
-    (im,) = insp.images
+    (im,) = insp.items["image"]
     assert im.count == 96 and im.grid == (8, 12) and im.processed_size == (336, 224)
     mixed = req("tiny-qwen2.5-vl", images=(A, load_image_embeds(path, settings)))
     events = [e async for e in service.chat(mixed)]
@@ -172,16 +172,16 @@ async def test_qwen_accepts_precomputed_embeddings(service, settings, tmp_path):
 
 async def test_llava_576_and_center_crop(service):
     insp = await service.inspect(req("tiny-llava-1.5", images=(A, B)))
-    assert [im.count for im in insp.images] == [576, 576]
-    assert all(im.processed_size == (336, 336) and im.grid is None for im in insp.images)
+    assert [im.count for im in insp.items["image"]] == [576, 576]
+    assert all(im.processed_size == (336, 336) and im.grid is None for im in insp.items["image"])
     data = to_json(insp)
     assert data["images"][0] == {
-        "placeholder": "<image>", "token_id": insp.images[0].token_id, "count": 576,
-        "offset": insp.images[0].offset, "length": 576, "orig_size": [640, 480],
+        "placeholder": "<image>", "token_id": insp.items["image"][0].token_id, "count": 576,
+        "offset": insp.items["image"][0].offset, "length": 576, "orig_size": [640, 480],
         "processed_size": [336, 336], "grid": None, "thumbnail": None}
     assert data["num_image_tokens"] == 1152
     assert data["num_image_tokens"] + data["num_text_tokens"] == len(data["prompt_token_ids"])
-    cropped = draw_overlay(A, insp.images[0], center_crop=True)
+    cropped = draw_overlay(A, insp.items["image"][0], center_crop=True)
     assert cropped.getpixel((10, 240)) != A.getpixel((10, 240))  # outside the crop: dimmed
     assert cropped.getpixel((320, 240)) == A.getpixel((320, 240))  # inside: untouched
 
@@ -194,7 +194,7 @@ async def test_llava_accepts_precomputed_embeddings(service, settings, tmp_path)
                                            image_embeds=rng.standard_normal((576, 128), dtype=np.float32)), settings)
     request = req("tiny-llava-1.5", images=(embeds,))
     insp = await service.inspect(request)
-    (im,) = insp.images
+    (im,) = insp.items["image"]
     assert im.count == im.length == 576 and im.orig_size is None
     assert insp.prompt.startswith("USER: <image>\n")
     events = [e async for e in service.chat(request)]

@@ -271,7 +271,7 @@ async def test_request_limits_are_checked_before_any_engine(case, registry, sett
     service = ChatService(registry, engines, small)
     picture = Image.new("RGB", (32, 32))
     request = ChatRequest(model="tiny-qwen2.5-vl", system=system, mm_kwargs=mm_kwargs,
-                          turns=tuple(Turn(role, text, (picture,) * n) for role, text, n in turns))
+                          turns=tuple(Turn(role, text, {"image": (picture,) * n} if n else {}) for role, text, n in turns))
     with pytest.raises(InputError, match=re.escape(message)):
         await service.inspect(request)
     events = [event async for event in service.chat(request)]

@@ -17,7 +17,7 @@ models:
     family: qwen2_5_vl
     repo: org/m1
     engine_args: {max_model_len: 4096, limit_mm_per_prompt: {image: 2}}
-    sliders:
+    controls:
       - {kwarg: max_pixels, label: max, min: 3136, max: 100000, step: 784, default: 50000}
     sampling: {temperature: 0.2, max_tokens: 32}
   - name: m2
@@ -35,7 +35,11 @@ def test_project_registry_has_the_seed_models(registry):
     repos = {m.repo for m in registry.models if m.repo}
     assert {"OpenGVLab/InternVL2_5-1B-MPO", "AIDC-AI/Ovis2-2B", "llava-hf/llava-1.5-7b-hf",
             "Qwen/Qwen2.5-VL-3B-Instruct"} <= repos
-    assert sorted(m.family for m in registry.models if m.tiny) == ["internvl", "llava", "ovis", "qwen2_5_vl"]
+    from vlm_demo import families
+
+    with_tiny = sorted(n for n, a in families.ADAPTERS.items() if a.build_tiny)
+    assert sorted(m.family for m in registry.models if m.tiny) == with_tiny  # every family has its tiny entry
+    assert {m.family for m in registry.models if m.repo} >= set(with_tiny)  # and a real checkpoint entry
     assert all("random weights" in m.display_label for m in registry.models if m.tiny)
     assert not any("random weights" in m.display_label for m in registry.models if not m.tiny)
     assert registry.default(has_gpu=False).tiny
@@ -47,7 +51,7 @@ def test_parses_typed_values():
     m1 = reg.get("m1")
     assert m1.engine_args.max_model_len == 4096
     assert m1.engine_args.limit_mm_per_prompt == {"image": 2}
-    assert m1.sliders[0].kwarg == "max_pixels" and m1.sliders[0].default == 50000
+    assert m1.controls[0].kwarg == "max_pixels" and m1.controls[0].default == 50000
     assert m1.sampling.temperature == 0.2 and m1.sampling.top_p == 0.9
     assert m1.startup_mm_kwargs() == {"max_pixels": 100000}
     assert m1.default_mm_kwargs() == {"max_pixels": 50000}
@@ -64,11 +68,14 @@ def test_parses_typed_values():
         (("max_model_len: 4096", "max_modle_len: 4096"), "model 'm1': key 'engine_args.max_modle_len': unknown key"),
         (("max_model_len: 4096", "max_model_len: lots"), "model 'm1': key 'engine_args.max_model_len'"),
         (("temperature: 0.2", "temperature: 9"), "model 'm1': key 'sampling.temperature'"),
-        (("default: 50000", "default: 500000"), "model 'm1': key 'sliders.0'"),
+        (("default: 50000", "default: 500000"), "model 'm1': key 'controls.0'"),
         (("kwarg: max_pixels", "kwarg: max_partition"), "model 'm1'.*max_partition"),
         (("family: llava", "family: gpt"), "model 'm2'.*unknown family 'gpt'"),
         (("    tiny: true\n", ""), "model 'm2'.*exactly one of repo, path, tiny: true or endpoint"),
         (("name: m2", "name: m1"), "model 'm1': key 'name': duplicate"),
+        (("default: 50000", "default: true"), "model 'm1'.*checkbox .bool default. takes no min or max"),
+        (("default: 50000", "default: lots"), "model 'm1': key 'controls.0.default"),
+        (("    family: llava\n    tiny", "    tiny"), "model 'm2'.*tiny entry needs a family"),
         (("name: m2", "name: 'bad name'"), "key 'name'"),
     ],
 )

@@ -45,7 +45,7 @@ def remote_spec(registry: Registry, url: str, **changes) -> ModelSpec:
 
 def request_for(model: str, mm_kwargs: dict[str, int] | None = None, sampling: Sampling | None = None) -> ChatRequest:
     images = (make_image(640, 480), make_image(300, 500, seed=1))
-    return ChatRequest(model=model, turns=(Turn("user", "What is in these pictures?", images),),
+    return ChatRequest(model=model, turns=(Turn("user", "What is in these pictures?", {"image": tuple(images)}),),
                        mm_kwargs=mm_kwargs or {}, sampling=sampling)
 
 
@@ -70,7 +70,7 @@ async def test_inspection_equals_the_local_engines(both: ChatService, case: str)
     remote = await both.inspect(request_for(f"remote-{MODEL}", CASES[case]))
     local = await both.inspect(request_for(MODEL, CASES[case]))
     assert remote.model == f"remote-{MODEL}" and local.model == MODEL
-    assert [im.count for im in remote.images] and all(im.count for im in remote.images)
+    assert [im.count for im in remote.items["image"]] and all(im.count for im in remote.items["image"])
     assert_same(remote, local)
     engine = both.engines.engine(f"remote-{MODEL}")
     assert isinstance(engine, RemoteEngine) and engine.offers_render
@@ -80,7 +80,7 @@ async def test_inspection_equals_the_local_engines(both: ChatService, case: str)
 async def test_slider_takes_effect_on_the_server(both: ChatService):
     default = await both.inspect(request_for(f"remote-{MODEL}"))
     moved = await both.inspect(request_for(f"remote-{MODEL}", CASES["slider moved"]))
-    assert moved.images[0].count < default.images[0].count
+    assert moved.items["image"][0].count < default.items["image"][0].count
 
 
 async def test_tokenize_fallback_gives_the_same_inspection(both: ChatService, server: Server, registry, settings):
@@ -199,9 +199,9 @@ async def test_cli_against_the_endpoint(both: ChatService, server: Server, setti
     assert out.returncode == 0, out.stderr
     remote = json.loads(out.stdout)
     local = await both.inspect(ChatRequest(model=MODEL, turns=(Turn("user", "Best quarter?",
-                                                                    (load_image(image, settings),)),)))
+                                                                    {"image": (load_image(image, settings),)}),)))
     assert remote["prompt_token_ids"] == list(local.prompt_token_ids)
-    assert remote["images"][0]["count"] == local.images[0].count and remote["prompt"] == local.prompt
+    assert remote["images"][0]["count"] == local.items["image"][0].count and remote["prompt"] == local.prompt
     out = await asyncio.to_thread(run_cli, "chat", *args, "--max-tokens", "4")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["num_tokens"] == 4
@@ -239,22 +239,21 @@ async def test_the_export_replays_against_the_endpoint(server: Server, registry,
 async def test_fallback_ranges_and_geometry_match_the_local_engine(service: ChatService, registry, model, mm_kwargs):
     """Without render, ranges come from the ids and geometry from the image size and kwargs: for the
     other families too, they must equal what the local engine's processor output gives."""
-    from vlm_demo.engine.geometry import geometry_from_count
+    from vlm_demo import families
     from vlm_demo.engine.remote import ranges_from_ids
-    from vlm_demo.families import FAMILIES
 
     spec = registry.get(model)
     request = request_for(model, mm_kwargs)
     inspection = await service.inspect(request)
     tokenizer = service.engines.engine(model).tokenizer
-    start, end = (tokenizer.convert_tokens_to_ids(m) if m else None for m in FAMILIES[spec.family].range_markers)
+    start, end = (tokenizer.convert_tokens_to_ids(m) if m else None for m in families.get(spec.family).range_markers)
     ids = inspection.prompt_token_ids
-    ranges = ranges_from_ids(ids, inspection.images[0].token_id, start, end)
-    assert [(r.offset, r.length) for r in ranges] == [(im.offset, im.length) for im in inspection.images]
+    ranges = ranges_from_ids(ids, inspection.items["image"][0].token_id, start, end)
+    assert [(r.offset, r.length) for r in ranges] == [(im.offset, im.length) for im in inspection.items["image"]]
     kwargs = {**spec.default_mm_kwargs(), **mm_kwargs}
-    for im, image in zip(inspection.images, request.turns[0].images, strict=True):
+    for im, image in zip(inspection.items["image"], request.turns[0].media["image"], strict=True):
         assert im.grid is not None or im.processed_size is not None
-        g = geometry_from_count(spec.family, im.count, image, kwargs)
+        g = families.get(spec.family).geometry_from_count(im.count, image, kwargs)
         assert (g.orig_size, g.processed_size, g.grid, g.thumbnail) == (
             im.orig_size, im.processed_size, im.grid, im.thumbnail)
 
@@ -385,7 +384,7 @@ models:
     served_model_name: Qwen/Qwen2.5-VL-72B-Instruct
     api_key_env: VLLM_API_KEY
     engine_args: {limit_mm_per_prompt: {image: 2}}
-    sliders:
+    controls:
       - {kwarg: max_pixels, label: max, min: 3136, max: 1003520, step: 784, default: 401408}
 """
 
@@ -426,12 +425,12 @@ def test_bad_endpoint_entries(edit, expected):
 
 def test_spec_for_endpoint(registry: Registry):
     spec = registry.spec_for_endpoint("http://127.0.0.1:8000", "Qwen/Qwen2.5-VL-3B-Instruct")
-    assert spec.family == "qwen2_5_vl" and spec.sliders == registry.get("qwen2.5-vl-3b").sliders
+    assert spec.family == "qwen2_5_vl" and spec.controls == registry.get("qwen2.5-vl-3b").controls
     assert spec.name == "Qwen-Qwen2.5-VL-3B-Instruct" and spec.served_model_name == "Qwen/Qwen2.5-VL-3B-Instruct"
     with pytest.raises(RegistryError, match="give its family"):
         registry.spec_for_endpoint("http://127.0.0.1:8000", "my-model")
     other = registry.spec_for_endpoint("http://127.0.0.1:8000", "my-model", family="internvl")
-    assert other.family == "internvl" and other.sliders == registry.get("internvl2.5-1b-mpo").sliders
+    assert other.family == "internvl" and other.controls == registry.get("internvl2.5-1b-mpo").controls
     with pytest.raises(RegistryError, match="endpoint must be an http"):
         registry.spec_for_endpoint("gpu-box:8000", "my-model", family="llava")
 

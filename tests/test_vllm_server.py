@@ -17,11 +17,11 @@ import httpx
 import pytest
 
 from vlm_demo.engine import EngineManager
-from vlm_demo.registry import Sampling
+from vlm_demo.registry import Sampling, load_registry
 from vlm_demo.service import ChatRequest, ChatService, Turn
 from vlm_demo.settings import Settings
 
-from .conftest import ARTIFACTS, make_image
+from .conftest import ARTIFACTS, ROOT, make_image
 from .vllm_server import (
     SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, engine_kwargs, served_messages, server_argv,
 )
@@ -37,14 +37,18 @@ class Case:
 
 
 ONE_IMAGE = Case(((640, 480),), {})
-CASES: dict[str, dict[str, Case]] = {
-    # model -> {"default": one image, default sliders; "variant": two images, or a slider moved}
-    "tiny-llava-1.5": {"default": ONE_IMAGE,
-                       "variant": Case(((640, 480), (300, 900)), {}, "Compare the two pictures.")},
-    "tiny-qwen2.5-vl": {"default": ONE_IMAGE, "variant": Case(((640, 480),), {"max_pixels": 200704})},
-    "tiny-internvl2.5": {"default": ONE_IMAGE, "variant": Case(((640, 480),), {"max_dynamic_patch": 6})},
+TWO_IMAGES = Case(((640, 480), (300, 900)), {}, "Compare the two pictures.")
+VARIANTS: dict[str, Case] = {
+    # a slider moved, where the family has one that changes the count at 640x480
+    "tiny-qwen2.5-vl": Case(((640, 480),), {"max_pixels": 200704}),
+    "tiny-internvl2.5": Case(((640, 480),), {"max_dynamic_patch": 6}),
     # At 640x480 a 2x2 grid is best for max_partition 4 and 9 alike; at 1280x960, 9 gives 3x3.
-    "tiny-ovis2": {"default": ONE_IMAGE, "variant": Case(((1280, 960),), {"max_partition": 4})},
+    "tiny-ovis2": Case(((1280, 960),), {"max_partition": 4}),
+}
+CASES: dict[str, dict[str, Case]] = {
+    # model -> {"default": one image, default controls; "variant": a control moved, else two images}
+    spec.name: {"default": ONE_IMAGE, "variant": VARIANTS.get(spec.name, TWO_IMAGES)}
+    for spec in load_registry(ROOT / "models.yaml").models if spec.tiny
 }
 
 
@@ -84,7 +88,7 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
     spec = server.spec
     case = CASES[spec.name][kind]
     images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
-    request = ChatRequest(model=spec.name, turns=(Turn("user", case.text, images),), mm_kwargs=case.mm_kwargs)
+    request = ChatRequest(model=spec.name, turns=(Turn("user", case.text, {"image": tuple(images)}),), mm_kwargs=case.mm_kwargs)
     inspection = await service.inspect(request)
 
     body: dict[str, Any] = {"model": spec.name, "messages": served_messages(request), "add_generation_prompt": True}
@@ -95,9 +99,9 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
 
     ours = list(inspection.prompt_token_ids)
     theirs = served["tokens"]
-    assert len(inspection.images) == len(images)
-    image_id = inspection.images[0].token_id
-    counts = [im.count for im in inspection.images]
+    assert len(inspection.items["image"]) == len(images)
+    image_id = inspection.items["image"][0].token_id
+    counts = [im.count for im in inspection.items["image"]]
     assert all(counts), counts
     assert theirs.count(image_id) == sum(counts) == ours.count(image_id)
     if ours != theirs:
@@ -121,10 +125,10 @@ async def test_an_endpoint_entry_matches_the_local_engine(server: Server, kind: 
     both = ChatService(registry.with_model(remote), engines, settings)
     case = CASES[spec.name][kind]
     images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
-    sampling = Sampling(temperature=0.8, top_p=0.95, max_tokens=8, seed=7)
+    sampling = Sampling(temperature=0.8, top_p=0.95, max_tokens=8, seed=7, ignore_eos=True)
 
     def request(model: str) -> ChatRequest:
-        return ChatRequest(model=model, turns=(Turn("user", case.text, images),), mm_kwargs=case.mm_kwargs,
+        return ChatRequest(model=model, turns=(Turn("user", case.text, {"image": tuple(images)}),), mm_kwargs=case.mm_kwargs,
                            sampling=sampling)
     assert_same(await both.inspect(request(remote.name)), await both.inspect(request(spec.name)))
     rendered_r, answer_r = await collect(both, request(remote.name))
@@ -132,6 +136,7 @@ async def test_an_endpoint_entry_matches_the_local_engine(server: Server, kind: 
     assert rendered_r.rendered.prompt_token_ids == rendered_l.rendered.prompt_token_ids
     assert (answer_r.answer, answer_r.num_tokens, answer_r.finish_reason) == \
         (answer_l.answer, answer_l.num_tokens, answer_l.finish_reason)
+    assert answer_l.num_tokens == 8 and answer_l.finish_reason == "length"  # 8 tokens streamed, locally and remotely
 
 
 async def tokenize(server: Server, body: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -27,6 +26,7 @@ import psutil
 import pytest
 
 from vlm_demo.engine import EngineManager
+from vlm_demo.export import cli_flags
 from vlm_demo.media import png_data_url
 from vlm_demo.registry import ModelSpec
 from vlm_demo.inspector import Inspection
@@ -47,15 +47,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _flag(key: str, value: object) -> list[str]:
-    name = "--" + key.replace("_", "-")
-    if isinstance(value, bool):
-        return [name if value else "--no-" + name[2:]]
-    if isinstance(value, dict):
-        return [name, json.dumps(value)]
-    return [name, str(value)]
-
-
 def engine_kwargs(spec: ModelSpec, settings: Settings) -> dict[str, Any]:
     """The ``AsyncEngineArgs`` keyword arguments the app starts ``spec`` with."""
     return EngineManager(settings).engine_kwargs(spec)
@@ -65,9 +56,7 @@ def server_argv(spec: ModelSpec, model_dir: str, settings: Settings, port: int,
                 extra: Sequence[str] = ()) -> list[str]:
     """``python -m vllm.entrypoints.openai.api_server`` arguments equivalent to the app's engine."""
     argv = ["--model", model_dir]
-    for key, value in engine_kwargs(spec, settings).items():
-        if value is not None:
-            argv += _flag(key, value)
+    argv += [part for pair in cli_flags(engine_kwargs(spec, settings)) for part in pair if part is not None]
     argv += ["--trust-request-mm-kwargs", "--served-model-name", spec.name,
              "--host", HOST, "--port", str(port), *extra]
     return argv
@@ -179,7 +168,7 @@ async def beside_local_engine(spec: ModelSpec, engines: EngineManager, settings:
 def assert_same(remote: Inspection, local: Inspection) -> None:
     """A remote entry's inspection equals the local engine's, field by field (the model name aside)."""
     assert remote.prompt_token_ids == local.prompt_token_ids
-    assert remote.images == local.images
+    assert remote.items["image"] == local.items["image"]
     assert remote.budget == local.budget
     assert remote.content_format == local.content_format
     assert remote.prompt == local.prompt

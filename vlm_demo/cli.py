@@ -27,8 +27,9 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     for spec in registry.models:
         source = spec.repo or spec.path or (f"{spec.served_model_name} at {spec.endpoint}" if spec.remote
                                             else f"tiny {spec.family} (built offline)")
-        sliders = ", ".join(f"{s.kwarg}={s.min}..{s.max}" for s in spec.sliders) or "-"
-        print(f"{spec.name:22} {spec.display_label:40} {source:36} sliders: {sliders}")
+        controls = ", ".join(f"{c.kwarg}=true/false" if c.kind == "bool" else f"{c.kwarg}={c.min}..{c.max}"
+                             for c in spec.controls) or "-"
+        print(f"{spec.name:22} {spec.display_label:40} {source:36} family: {spec.family:16} controls: {controls}")
     return 0
 
 
@@ -95,7 +96,8 @@ def _request(args: argparse.Namespace, settings: Settings):
     sampling = spec.sampling
     if getattr(args, "max_tokens", None):
         sampling = Sampling(**{**sampling.__dict__, "max_tokens": args.max_tokens})
-    request = ChatRequest(model=model, turns=(Turn("user", args.text, images),), system=args.system or "",
+    request = ChatRequest(model=model, turns=(Turn("user", args.text, {"image": images} if images else {}),),
+                          system=args.system or "",
                           mm_kwargs=mm_kwargs, sampling=sampling)
     return registry, request
 
@@ -117,22 +119,26 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
 
     registry, request = _request(args, settings)
     out = _stdout_to_stderr() if args.json else sys.stdout
-    inspection = asyncio.run(_with_service(registry, settings, lambda service: service.inspect(request)))
+    # Rendering needs vLLM's renderer only: no engine process starts (as ``vllm serve``'s own render).
+    inspection = asyncio.run(_with_service(registry, settings,
+                                           lambda service: service.inspect(request, start_engine=False)))
     if args.json:
         out.write(json.dumps(to_json(inspection)) + "\n")
         out.flush()
         return 0
     b = inspection.budget
-    print(f"model: {inspection.model}   content format: {inspection.content_format}")
+    print(f"model: {inspection.model}   family: {inspection.family}   content format: {inspection.content_format}")
     print(f"--- rendered prompt ---\n{inspection.prompt}\n--- expanded tokens ---")
     print(run_length_text(inspection))
-    print(f"--- budget: {b.total} tokens = {b.image_tokens} image + {b.text_tokens} text, "
-          f"of max_model_len {b.max_model_len}")
-    for im in inspection.images:
-        grid = f" grid {im.grid[0]}x{im.grid[1]}" if im.grid else ""
-        thumb = " + thumbnail" if im.thumbnail else ""
-        print(f"image {im.index}: {im.count} x {im.placeholder!r} token {im.token_id} at "
-              f"[{im.offset}, {im.offset + im.length}) size {im.orig_size} -> {im.processed_size}{grid}{thumb}")
+    media = "".join(f"{n} {m} + " for m, n in b.media_tokens.items())
+    print(f"--- budget: {b.total} tokens = {media}{b.text_tokens} text, of max_model_len {b.max_model_len}")
+    if inspection.geometry_note:
+        print(f"--- {inspection.geometry_note}: counts, ids and ranges are vLLM's")
+    for e in inspection.expansions():
+        grid = f" grid {e.grid[0]}x{e.grid[1]}" if e.grid else ""
+        thumb = " + thumbnail" if e.thumbnail else ""
+        print(f"{e.modality} {e.index}: {e.count} x {e.placeholder!r} token {e.token_id} at "
+              f"[{e.offset}, {e.offset + e.length}) size {e.orig_size} -> {e.processed_size}{grid}{thumb}")
     return 0
 
 
@@ -169,9 +175,9 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True,
                         help="registry name, a local model directory, or with --endpoint the served model name")
     parser.add_argument("--endpoint", help="base URL of a remote OpenAI-compatible vLLM server, e.g. "
-                        "http://gpu-box:8000 (vllm serve, Ray Serve LLM)")
-    parser.add_argument("--family", help="with --endpoint: the model's family when the served name is not in "
-                        "models.yaml (llava | qwen2_5_vl | internvl | ovis)")
+                        "http://gpu-box:8000 or http://gpu-box:8000/v1 (vllm serve, Ray Serve LLM)")
+    parser.add_argument("--family", help="with --endpoint: the model's family adapter when the served name is not "
+                        "in models.yaml (default: generic, everything from the server)")
     parser.add_argument("--api-key-env", help="with --endpoint: environment variable holding the server's API key")
     parser.add_argument("--image", action="append",
                         help="image file or URL: data:, or http(s) when VLM_DEMO_URL_FETCH allows (repeat for several)")

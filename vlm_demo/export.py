@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from PIL import Image
@@ -24,7 +25,8 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
     for turn in request.turns:
         parts: list[dict[str, Any]] = [
             {"type": "image_url", "image_url": {"url": data_url(im)}} if isinstance(im, Image.Image)
-            else {"type": "text", "text": "(precomputed image embeddings: not exported)"} for im in turn.images]
+            else {"type": "text", "text": "(precomputed image embeddings: not exported)"}
+            for im in turn.media.get("image", ())]
         parts.append({"type": "text", "text": turn.text})
         messages.append({"role": turn.role, "content": parts if turn.role == "user" else turn.text})
     sampling = request.sampling or spec.sampling
@@ -48,24 +50,33 @@ LOCAL_SERVER = "http://localhost:8000"
 """Where the exported request goes for a model the app runs itself: a ``vllm serve`` started as shown."""
 
 
+def cli_flags(engine_kwargs: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """Engine keyword arguments as ``vllm serve`` command-line (flag, value) pairs, value None for a
+    switch (the one such conversion: the export and the tests' servers use it)."""
+    flags: list[tuple[str, str | None]] = []
+    for key, value in engine_kwargs.items():
+        name = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append((name if value else "--no-" + name[2:], None))
+        elif value is not None:
+            flags.append((name, json.dumps(value) if isinstance(value, dict) else str(value)))
+    return flags
+
+
 def serve_command(spec: ModelSpec) -> str:
     """The ``vllm serve`` command the exported request is meant for (for an endpoint entry: the server
     it already goes to)."""
+    from .engine.local import spec_adapter
+    from .engine.workarounds import start_kwargs
+
     if spec.remote:
-        return (f"# {spec.endpoint} serves {spec.served_model_name}; the sliders need it started with "
+        return (f"# {spec.endpoint} serves {spec.served_model_name}; the controls need it started with "
                 "--trust-request-mm-kwargs")
+    kwargs = {k: v for k, v in spec.engine_args.to_vllm().items() if not (k == "load_format" and spec.tiny)}
+    kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
     args = [f"vllm serve {spec.repo or spec.path or spec.name}", "--trust-request-mm-kwargs"]
-    for key, value in spec.engine_args.to_vllm().items():
-        if key in ("load_format",) and spec.tiny:
-            continue
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, bool):
-            if value:
-                args.append(flag)
-        else:
-            args.append(f"{flag} '{json.dumps(value)}'" if isinstance(value, dict) else f"{flag} {value}")
-    if spec.startup_mm_kwargs():
-        args.append(f"--mm-processor-kwargs '{json.dumps(spec.startup_mm_kwargs())}'")
+    args += [flag if value is None else f"{flag} {shlex.quote(value)}"
+             for flag, value in cli_flags(start_kwargs(kwargs, spec_adapter(spec)))]
     return " \\\n  ".join(args)
 
 

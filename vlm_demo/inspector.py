@@ -2,7 +2,7 @@
 
 ``inspect(rendered)`` -> ``Inspection`` (what the panels and ``inspect --json`` show); views: the
 run-length token sequence, the highlighted prompt and each image with its tiles / partitions /
-28-px cells / crop drawn over it. Nothing here renders templates or expands placeholders: every
+28-px cells / crop drawn over it. Multimodal items are keyed by modality ("image", "video"). Nothing here renders templates or expands placeholders: every
 number comes from what vLLM produced.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,17 +20,19 @@ from .engine import RenderedPrompt
 
 
 @dataclass(frozen=True)
-class ImageExpansion:
-    """How one image became tokens."""
+class Expansion:
+    """How one multimodal item (an image, a video) became tokens."""
 
+    modality: str
+    """"image" or "video"."""
     index: int
-    """Position of the image in the prompt (0-based)."""
+    """Position of the item among its modality's items in the prompt (0-based)."""
     placeholder: str
-    """Text that stood for the image in the template's output."""
+    """Text that stood for the item in the template's output."""
     token_id: int
-    """Id of the image-feature token."""
+    """Id of the feature token."""
     count: int
-    """Image-feature tokens in its range."""
+    """Feature tokens in its range."""
     offset: int
     """Index of the range's first token in the expanded prompt."""
     length: int
@@ -39,7 +42,7 @@ class ImageExpansion:
     processed_size: tuple[int, int] | None
     """Width and height the vision encoder saw, where the family resizes."""
     grid: tuple[int, int] | None
-    """Rows and columns of tiles / partitions / 28-px cells, or None."""
+    """Rows and columns of tiles / partitions / crops / token cells, or None."""
     thumbnail: bool | None
     """Whether a global thumbnail view was added, for tiling families."""
 
@@ -48,8 +51,8 @@ class ImageExpansion:
 class Budget:
     """Where the context window goes."""
 
-    image_tokens: int
-    """Positions taken by image ranges."""
+    media_tokens: Mapping[str, int]
+    """Per modality, the positions its items' ranges take."""
     text_tokens: int
     """All other prompt positions."""
     total: int
@@ -69,6 +72,8 @@ class Inspection:
 
     model: str
     """Registry name of the model."""
+    family: str
+    """The family adapter that describes it ("generic" when none does)."""
     content_format: str
     """"string" (placeholders inserted by vLLM) or "openai" (the template emits them)."""
     prompt: str
@@ -77,60 +82,76 @@ class Inspection:
     """The messages as the template saw them."""
     prompt_token_ids: tuple[int, ...]
     """The expanded ids the engine runs on."""
-    images: tuple[ImageExpansion, ...]
-    """One entry per image, in prompt order."""
+    items: Mapping[str, tuple[Expansion, ...]]
+    """Per modality, one entry per item, in prompt order."""
+    geometry_note: str | None
+    """Why no tiles or grid are drawn (no geometry adapter for the model), else None."""
     budget: Budget
     """Token budget."""
     runs: tuple[tuple[str, int], ...]
     """The ids as runs: (special token, repeat count) and the decoded text between them."""
 
+    def expansions(self) -> tuple[Expansion, ...]:
+        """Every item of every modality, in prompt order."""
+        return tuple(sorted((e for items in self.items.values() for e in items), key=lambda e: e.offset))
+
 
 def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...]) -> Inspection:
     """Build the inspection of one rendered request."""
     ids = rendered.prompt_token_ids
-    images = tuple(
-        ImageExpansion(
-            index=i,
-            placeholder=rendered.placeholder,
-            token_id=rendered.image_token_id,
-            count=sum(1 for t in ids[r.offset:r.offset + r.length] if t == rendered.image_token_id),
-            offset=r.offset,
-            length=r.length,
-            orig_size=g.orig_size,
-            processed_size=g.processed_size,
-            grid=g.grid,
-            thumbnail=g.thumbnail,
+    items = {
+        modality: tuple(
+            Expansion(
+                modality=modality,
+                index=i,
+                placeholder=rendered.placeholders.get(modality, ""),
+                token_id=rendered.token_ids[modality],
+                count=sum(1 for t in ids[r.offset:r.offset + r.length] if t == rendered.token_ids[modality]),
+                offset=r.offset,
+                length=r.length,
+                orig_size=g.orig_size,
+                processed_size=g.processed_size,
+                grid=g.grid,
+                thumbnail=g.thumbnail,
+            )
+            for i, (r, g) in enumerate(zip(ranges, rendered.geometry[modality], strict=True))
         )
-        for i, (r, g) in enumerate(zip(rendered.image_ranges, rendered.images, strict=True))
-    )
-    image_tokens = sum(im.length for im in images)
+        for modality, ranges in rendered.ranges.items()
+    }
+    media = {modality: sum(e.length for e in found) for modality, found in items.items()}
     return Inspection(
         model=rendered.model,
+        family=rendered.family,
         content_format=rendered.content_format,
         prompt=rendered.prompt,
         conversation=rendered.conversation,
         prompt_token_ids=ids,
-        images=images,
-        budget=Budget(image_tokens, len(ids) - image_tokens, len(ids), rendered.max_model_len),
+        items=items,
+        geometry_note=rendered.geometry_note,
+        budget=Budget(media, len(ids) - sum(media.values()), len(ids), rendered.max_model_len),
         runs=runs,
     )
 
 
 def to_json(inspection: Inspection) -> dict[str, Any]:
-    """The ``inspect --json`` object."""
-    return {
+    """The ``inspect --json`` object: per modality ``images`` / ``videos`` lists and token counts."""
+    out: dict[str, Any] = {
         "model": inspection.model,
+        "family": inspection.family,
         "content_format": inspection.content_format,
         "prompt": inspection.prompt,
         "prompt_token_ids": list(inspection.prompt_token_ids),
         "max_model_len": inspection.budget.max_model_len,
-        "num_image_tokens": inspection.budget.image_tokens,
+        "num_image_tokens": 0,
         "num_text_tokens": inspection.budget.text_tokens,
-        "images": [
-            {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(im).items() if k != "index"}
-            for im in inspection.images
-        ],
+        "images": [],
+        "geometry_note": inspection.geometry_note,
     }
+    for modality, found in inspection.items.items():
+        out[f"num_{modality}_tokens"] = inspection.budget.media_tokens[modality]
+        out[f"{modality}s"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(e).items()
+                                if k not in ("index", "modality")} for e in found]
+    return out
 
 
 def run_length_text(inspection: Inspection) -> str:
@@ -146,7 +167,7 @@ def _is_token(text: str) -> bool:
 
 def prompt_html(inspection: Inspection, special_tokens: tuple[str, ...] = ()) -> str:
     """The rendered prompt as HTML: image placeholders and special tokens highlighted."""
-    placeholders = {im.placeholder for im in inspection.images}
+    placeholders = {e.placeholder for e in inspection.expansions() if e.placeholder}
     names = sorted(placeholders | set(special_tokens), key=len, reverse=True)
     if not names:
         return f'<pre class="prompt">{html.escape(inspection.prompt)}</pre>'
@@ -161,7 +182,7 @@ def prompt_html(inspection: Inspection, special_tokens: tuple[str, ...] = ()) ->
     return f'<pre class="prompt">{"".join(parts)}</pre>'
 
 
-def draw_overlay(image: Image.Image, expansion: ImageExpansion, center_crop: bool = False) -> Image.Image:
+def draw_overlay(image: Image.Image, expansion: Expansion, center_crop: bool = False) -> Image.Image:
     """The image with what the processor did drawn over it: tile / partition / cell grid, or the crop."""
     out = image.convert("RGB").copy()
     draw = ImageDraw.Draw(out, "RGBA")

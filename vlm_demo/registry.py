@@ -15,40 +15,72 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 from pydantic.dataclasses import dataclass
 
 from .errors import RegistryError, UnknownModelError
-from .families import FAMILIES, family_of_model_type
+from . import families
+from .families import AUTO, Adapter
 
 _STRICT = ConfigDict(extra="forbid")
 RANDOM_WEIGHTS = "random weights"
 
 
 @dataclass(frozen=True, config=_STRICT)
-class Slider:
-    """One per-request image-processor setting shown as a slider."""
+class ControlSetting:
+    """One per-request processor setting the page offers: a slider (int) or a checkbox (bool)."""
 
     kwarg: str
-    """vLLM ``mm_processor_kwargs`` name the slider sets (e.g. ``max_pixels``)."""
+    """vLLM ``mm_processor_kwargs`` name the control sets (e.g. ``max_pixels``, ``do_pan_and_scan``)."""
     label: str
-    """Text shown beside the slider."""
-    min: int
-    """Smallest value."""
-    max: int
-    """Largest value; the engine starts with it when the kwarg sizes its encoder cache."""
-    default: int
-    """Value used until the user moves the slider."""
+    """Text shown beside the control."""
+    default: StrictInt | StrictBool | None = None
+    """Value sent until the user moves the control; None: nothing is sent until then, so the checkpoint's
+    own processor config applies (as with ``vllm serve``). Its type makes a checkbox (bool) or a slider."""
+    min: int | None = None
+    """Smallest value (sliders)."""
+    max: int | None = None
+    """Largest value (sliders); the engine starts with it when the kwarg sizes its encoder cache."""
     step: int = 1
     """Slider step."""
 
+    @property
+    def kind(self) -> Literal["int", "bool"]:
+        """``bool`` for a checkbox (a bool default, or no range), ``int`` for a slider."""
+        return "bool" if isinstance(self.default, bool) or (self.default is None and self.min is None) else "int"
+
+    @property
+    def initial(self) -> int | bool:
+        """Where the control starts on the page: its default, else (the checkpoint's own value applies)
+        off for a checkbox and the top of a slider's range."""
+        if self.default is not None:
+            return self.default
+        return False if self.kind == "bool" else int(self.max or 0)
+
     @model_validator(mode="after")
-    def _check_range(self) -> Slider:
-        if not self.min <= self.default <= self.max:
+    def _check_range(self) -> ControlSetting:
+        if self.kind == "bool":
+            if self.min is not None or self.max is not None:
+                raise ValueError("a checkbox (bool default) takes no min or max")
+            return self
+        if self.min is None or self.max is None:
+            raise ValueError("a slider needs min and max")
+        if self.default is not None and not self.min <= self.default <= self.max:
             raise ValueError(f"need min <= default <= max (got {self.min}, {self.default}, {self.max})")
         if self.step <= 0:
             raise ValueError("step must be positive")
         return self
+
+    def check(self, value: object) -> None:
+        """Raise ``ValueError`` unless ``value`` is of this control's type and within its range."""
+        if self.kind == "bool":
+            if not isinstance(value, bool):
+                raise ValueError(f"{self.kwarg} must be true or false (got {value!r})")
+            return
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{self.kwarg} must be a whole number (got {value!r})")
+        if not (self.min or 0) <= value <= (self.max or 0):
+            raise ValueError(f"{self.kwarg}={value} is outside {self.min}..{self.max}")
 
 
 @dataclass(frozen=True, config=_STRICT)
@@ -115,8 +147,9 @@ class ModelSpec:
     """Unique key (CLI ``--model``, UI picker value)."""
     label: str
     """Name shown to people."""
-    family: str
-    """Key into ``families.FAMILIES``."""
+    family: str = AUTO
+    """Family adapter name (``vlm_demo/families/``); ``auto``: the adapter matching the checkpoint's
+    config.json ``model_type``, else ``generic`` (everything from vLLM)."""
     repo: str | None = None
     """Hugging Face repo id of the checkpoint."""
     path: str | None = None
@@ -132,28 +165,30 @@ class ModelSpec:
     """Name of the environment variable holding the server's API key (never the key itself)."""
     engine_args: EngineArgs = Field(default_factory=EngineArgs)
     """vLLM engine arguments."""
-    sliders: tuple[Slider, ...] = ()
-    """Per-request image-processor settings."""
+    controls: tuple[ControlSetting, ...] = ()
+    """Per-request processor settings the page offers (sliders and checkboxes)."""
     sampling: Sampling = Field(default_factory=Sampling)
     """Default sampling."""
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        if self.family not in FAMILIES:
-            raise ValueError(f"unknown family {self.family!r}; known: {', '.join(FAMILIES)}")
+        if self.family not in (AUTO, families.GENERIC.name, *families.ADAPTERS):
+            raise ValueError(f"unknown family {self.family!r}; known: {AUTO}, {families.GENERIC.name}, "
+                             f"{', '.join(families.ADAPTERS)}")
         if sum([self.repo is not None, self.path is not None, self.tiny, self.endpoint is not None]) != 1:
             raise ValueError("give exactly one of repo, path, tiny: true or endpoint")
+        if self.tiny and (self.family == AUTO or families.get(self.family).build_tiny is None):
+            raise ValueError("a tiny entry needs a family with a tiny model builder: "
+                             f"{', '.join(n for n, a in families.ADAPTERS.items() if a.build_tiny)}")
         if self.endpoint is not None:
             _check_remote(self)
         elif self.served_model_name is not None or self.api_key_env is not None:
             raise ValueError("served_model_name and api_key_env belong to an endpoint entry")
-        allowed = FAMILIES[self.family].slider_kwargs
-        kwargs = [s.kwarg for s in self.sliders]
-        for kwarg in kwargs:
-            if kwarg not in allowed:
-                raise ValueError(f"slider kwarg {kwarg!r} is not one of {self.family}'s: {sorted(allowed) or 'none'}")
+        kwargs = [c.kwarg for c in self.controls]
         if len(set(kwargs)) != len(kwargs):
-            raise ValueError("a slider kwarg appears twice")
+            raise ValueError("a control kwarg appears twice")
+        if self.family != AUTO:
+            check_controls(self.controls, families.get(self.family))
         return self
 
     @property
@@ -173,14 +208,57 @@ class ModelSpec:
             return f"{self.label} ({RANDOM_WEIGHTS})"
         return self.label
 
-    def default_mm_kwargs(self) -> dict[str, int]:
-        """Each slider at its default: the per-request kwargs until the user moves a slider."""
-        return {s.kwarg: s.default for s in self.sliders}
+    def default_mm_kwargs(self) -> dict[str, int | bool]:
+        """The per-request kwargs until the user moves a control: those the entry sets a default for."""
+        return {c.kwarg: c.default for c in self.controls if c.default is not None}
 
-    def startup_mm_kwargs(self) -> dict[str, int]:
-        """Kwargs the engine starts with: cache-sizing sliders at their largest value."""
-        sizing = FAMILIES[self.family].cache_sizing_kwargs
-        return {s.kwarg: s.max for s in self.sliders if s.kwarg in sizing}
+    def startup_mm_kwargs(self, adapter: Adapter | None = None) -> dict[str, int | bool]:
+        """Kwargs the engine starts with: cache-sizing controls the entry sets at their largest value (a
+        checkbox that sizes the cache: on), so every value works per request. A control without a default
+        leaves the checkpoint's processor config in charge, its cache sizing too. ``adapter`` is the
+        family's where the entry says ``auto``."""
+        if adapter is None:
+            adapter = families.GENERIC if self.family == AUTO else families.get(self.family)
+        sizing = adapter.cache_sizing_kwargs
+        return {c.kwarg: (True if c.kind == "bool" else c.max) for c in self.controls
+                if c.kwarg in sizing and c.default is not None}
+
+    def initial(self, kwarg: str) -> int | bool:
+        """Where the page starts the control for ``kwarg``: the entry's default, else the real
+        checkpoint's own value as the family adapter knows it (clamped to the control's range)."""
+        setting = self.mm_control(kwarg)
+        if setting is None:
+            raise KeyError(kwarg)
+        offered = families.get(self.family).control(kwarg) if self.family != AUTO else None
+        if setting.default is not None or offered is None or offered.default is None:
+            return setting.initial
+        if setting.kind == "bool":
+            return bool(offered.default)
+        return min(max(int(offered.default), setting.min or 0), setting.max or 0)
+
+    def mm_control(self, kwarg: str) -> ControlSetting | None:
+        """The entry's control for ``kwarg``, if it has one."""
+        return next((c for c in self.controls if c.kwarg == kwarg), None)
+
+
+def check_controls(controls: tuple[ControlSetting, ...], adapter: Adapter) -> None:
+    """Each control must be one the family offers, of the same kind, within its range (the generic
+    adapter knows none: its controls are the entry's own word)."""
+    if adapter is families.GENERIC:
+        return
+    for setting in controls:
+        offered = adapter.control(setting.kwarg)
+        if offered is None:
+            names = sorted(c.kwarg for c in adapter.controls) or "none"
+            raise ValueError(f"control kwarg {setting.kwarg!r} is not one of {adapter.name}'s: {names}")
+        if offered.kind != setting.kind:
+            raise ValueError(f"{setting.kwarg} is a {'checkbox (true/false)' if offered.kind == 'bool' else 'slider'}"
+                             f" in {adapter.name}")
+        low, high = offered.min, offered.max
+        if setting.kind == "int" and ((low is not None and (setting.min or 0) < low)
+                                      or (high is not None and (setting.max or 0) > high)):
+            raise ValueError(f"{setting.kwarg}: {setting.min}..{setting.max} goes beyond what {adapter.name} "
+                             f"takes ({low}..{high})")
 
 
 REMOTE_ENGINE_ARGS = frozenset({"limit_mm_per_prompt"})
@@ -240,46 +318,41 @@ class Registry:
                            max_model_len: int | None = None) -> ModelSpec:
         """A spec for a local model directory, as ``vllm serve DIR`` takes one.
 
-        The family comes from config.json; engine arguments and sliders from this registry's model
-        of that family (a tiny one when the directory has no weight files: those load with random
-        weights, vLLM's dummy format).
+        The family adapter comes from config.json's ``model_type`` (the generic one when no adapter
+        matches); engine arguments and controls from this registry's model of that family (a tiny one
+        when the directory has no weight files: those load with random weights, vLLM's dummy format).
         """
         config_file = directory / "config.json"
         try:
             model_type = json.loads(config_file.read_text()).get("model_type", "")
         except (OSError, ValueError) as exc:
             raise RegistryError(f"{directory}: not a model directory (config.json: {exc})") from None
-        family = family_of_model_type(model_type)
-        if family is None:
-            raise RegistryError(f"{directory}: model_type {model_type!r} is not a supported family")
+        adapter = families.for_model_type(model_type)
         has_weights = any(directory.glob("*.safetensors")) or any(directory.glob("*.bin"))
-        same_family = [m for m in self.models if m.family == family.name]
+        same_family = [m for m in self.models if m.family == adapter.name] if adapter is not families.GENERIC else []
         template = next((m for m in same_family if m.tiny != has_weights), same_family[0] if same_family else None)
         base = template.engine_args if template else EngineArgs()
         engine_args = replace(base, trust_remote_code=trust_remote_code,
                               max_model_len=max_model_len or base.max_model_len,
                               load_format=None if has_weights else "dummy")
         name = re.sub(r"[^A-Za-z0-9._-]", "-", directory.resolve().name) or "local"
-        return ModelSpec(name=name, label=f"{directory}", family=family.name, path=str(directory.resolve()),
-                         engine_args=engine_args, sliders=template.sliders if template else (),
+        return ModelSpec(name=name, label=f"{directory}", family=adapter.name, path=str(directory.resolve()),
+                         engine_args=engine_args, controls=_unset(template.controls) if template else (),
                          sampling=template.sampling if template else Sampling())
 
     def spec_for_endpoint(self, endpoint: str, served_model_name: str, family: str | None = None,
                           api_key_env: str | None = None) -> ModelSpec:
         """A spec for a model on a remote vLLM server (``--endpoint URL --model SERVED_NAME``).
 
-        Family, sliders and sampling come from this registry's entry whose name, repo or served name
-        is ``served_model_name``, else from its first entry of ``family`` (which must then be given).
+        Family, controls and sampling come from this registry's entry whose name, repo or served name
+        is ``served_model_name``, else from its first entry of ``family``; with neither, the family is
+        ``auto`` (resolved from what the server says about the model when it is reached).
         """
+        endpoint = base_url(endpoint)
         known = next((m for m in self.models if served_model_name in (m.name, m.repo, m.served_model_name)), None)
-        if family is None and known is None:
-            raise RegistryError(f"{served_model_name!r} is not in {self.path.name}: give its family "
-                                f"(--family {' | '.join(FAMILIES)})")
-        family = family or (known.family if known else "")
-        if family not in FAMILIES:
-            raise RegistryError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+        family = family or (known.family if known else AUTO)
         template = known if known and known.family == family else next(
-            (m for m in self.models if m.family == family), None)
+            (m for m in self.models if m.family == family and family != AUTO), None)
         name = re.sub(r"[^A-Za-z0-9._-]", "-", served_model_name).lstrip("._-") or "remote"
         try:
             return ModelSpec(
@@ -287,11 +360,24 @@ class Registry:
                 served_model_name=served_model_name, api_key_env=api_key_env,
                 engine_args=EngineArgs(limit_mm_per_prompt=dict(template.engine_args.limit_mm_per_prompt))
                 if template else EngineArgs(),
-                sliders=template.sliders if template else (), sampling=template.sampling if template else Sampling())
+                controls=(template.controls if template is known else _unset(template.controls)) if template else (),
+                sampling=template.sampling if template else Sampling())
         except ValidationError as exc:
             err = exc.errors()[0]
             raise RegistryError(f"--endpoint {endpoint}: {_where(err['loc'])}: "
                                 f"{err['msg'].removeprefix('Value error, ')}") from None
+
+
+def _unset(controls: tuple[ControlSetting, ...]) -> tuple[ControlSetting, ...]:
+    """Controls borrowed from another entry of the family, without its defaults: a checkpoint it was not
+    written for keeps its own processor settings until the user moves a control."""
+    return tuple(replace(c, default=None) for c in controls)
+
+
+def base_url(endpoint: str) -> str:
+    """A server's base URL as OpenAI clients take it, with or without ``/v1``: the part before ``/v1``."""
+    url = endpoint.rstrip("/")
+    return url.removesuffix("/v1") if url.endswith("/v1") else url
 
 
 def _where(loc: tuple[object, ...]) -> str:

@@ -10,14 +10,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from PIL import Image
 
-from .engine import Engine, EngineManager, RenderedPrompt
+from .engine import EngineManager, RenderedPrompt, Renderer
 from .inspector import Inspection, inspect
-from .families import FAMILIES
 from .media import ImageEmbeds
 from .errors import InputError, VlmDemoError
 from .registry import ModelSpec, Registry, Sampling
@@ -32,8 +31,13 @@ class Turn:
     """Who said it."""
     text: str
     """What was said."""
-    images: tuple[Image.Image | ImageEmbeds, ...] = ()
-    """Decoded RGB images, or precomputed image embeddings, attached to the message (user turns only)."""
+    media: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Attachments per modality (user turns only): ``{"image": (decoded RGB images or precomputed
+    image embeddings, ...)}``."""
+
+    def count(self, modality: str) -> int:
+        """How many items of ``modality`` the message holds."""
+        return len(self.media.get(modality, ()))
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class ChatRequest:
     system: str = ""
     """System prompt ("" for the template's default)."""
     mm_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Per-request image-processor kwargs (slider values)."""
+    """Per-request processor kwargs (control values)."""
     sampling: Sampling | None = None
     """Sampling settings; None uses the model's defaults."""
 
@@ -105,12 +109,23 @@ def to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
     if request.system:
         messages.append({"role": "system", "content": [{"type": "text", "text": request.system}]})
     for turn in request.turns:
-        parts: list[dict[str, Any]] = [
-            {"type": "image_embeds", "image_embeds": dict(im.tensors)} if isinstance(im, ImageEmbeds)
-            else {"type": "image_pil", "image_pil": im} for im in turn.images]
+        parts = [_part(modality, item) for modality, items in turn.media.items() for item in items]
         parts.append({"type": "text", "text": turn.text})
         messages.append({"role": turn.role, "content": parts})
     return messages
+
+
+def _part(modality: str, item: Any) -> dict[str, Any]:
+    """One attachment as a chat content part."""
+    if modality == "image":
+        if isinstance(item, ImageEmbeds):
+            return {"type": "image_embeds", "image_embeds": dict(item.tensors)}
+        return {"type": "image_pil", "image_pil": item}
+    raise InputError(f"{modality} attachments are not supported yet")
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 class ChatService:
@@ -126,7 +141,7 @@ class ChatService:
         spec = self.registry.get(request.model)
         if not request.turns or request.turns[-1].role != "user":
             raise InputError("the conversation must end with a user message")
-        if not request.turns[-1].text.strip() and not request.turns[-1].images:
+        if not request.turns[-1].text.strip() and not request.turns[-1].media:
             raise InputError("type a question or add an image")
         if len(request.turns) > self.settings.max_turns:
             raise InputError(f"the conversation has {len(request.turns)} messages; the limit is "
@@ -136,36 +151,42 @@ class ChatService:
                 raise InputError(f"a message is longer than {self.settings.max_text_chars:,} characters")
         if len(request.system) > self.settings.max_text_chars:
             raise InputError(f"the system prompt is longer than {self.settings.max_text_chars:,} characters")
-        per_turn = min(self.settings.max_images_per_turn, spec.engine_args.limit_mm_per_prompt.get("image", 0))
-        if len(request.turns[-1].images) > per_turn:
-            raise InputError(
-                f"{len(request.turns[-1].images)} images in one message; {spec.name} takes at most {per_turn}")
-        total = sum(len(t.images) for t in request.turns)
-        limit = min(self.settings.max_images_per_conversation, spec.engine_args.limit_mm_per_prompt.get("image", 0))
-        if total > limit:
-            raise InputError(f"the conversation holds {total} images; {spec.name} takes at most {limit} per prompt")
-        sliders = {s.kwarg: s for s in spec.sliders}
+        for modality in {m for t in request.turns for m in t.media}:
+            per_turn, per_conversation = self.settings.media_limits(modality)
+            allowed = spec.engine_args.limit_mm_per_prompt.get(modality, 0)
+            n = request.turns[-1].count(modality)
+            if n > min(per_turn, allowed):
+                raise InputError(f"{_plural(n, modality)} in one message; {spec.name} takes at most "
+                                 f"{min(per_turn, allowed)}")
+            total = sum(t.count(modality) for t in request.turns)
+            if total > min(per_conversation, allowed):
+                raise InputError(f"the conversation holds {_plural(total, modality)}; {spec.name} takes at most "
+                                 f"{min(per_conversation, allowed)} per prompt")
         for key, value in request.mm_kwargs.items():
-            slider = sliders.get(key)
-            if slider is None:
-                raise InputError(f"{spec.name} has no image setting {key!r}")
-            if not slider.min <= value <= slider.max:
-                raise InputError(f"{key}={value} is outside {slider.min}..{slider.max}")
+            control = spec.mm_control(key)
+            if control is None:
+                raise InputError(f"{spec.name} has no setting {key!r}; its settings: "
+                                 f"{', '.join(c.kwarg for c in spec.controls) or 'none'}")
+            try:
+                control.check(value)
+            except ValueError as exc:
+                raise InputError(str(exc)) from None
         return spec
 
-    async def inspect(self, request: ChatRequest) -> Inspection:
-        """Render ``request`` with the model's engine (starting it if needed) without generating."""
+    async def inspect(self, request: ChatRequest, start_engine: bool = True) -> Inspection:
+        """Render ``request`` without generating, with the model's engine (started if needed), or with
+        ``start_engine=False`` with vLLM's renderer alone unless the engine already runs."""
         spec = self.validate(request)
-        engine = await self.engines.get(spec)
+        engine = await (self.engines.get(spec) if start_engine else self.engines.renderer(spec))
         return self._inspect(engine, await self._render(spec, engine, request))
 
     @staticmethod
-    def _inspect(engine: Engine, rendered: RenderedPrompt) -> Inspection:
+    def _inspect(engine: Renderer, rendered: RenderedPrompt) -> Inspection:
         return inspect(rendered, engine.token_runs(rendered.prompt_token_ids))
 
-    async def _render(self, spec: ModelSpec, engine: Engine, request: ChatRequest) -> RenderedPrompt:
+    async def _render(self, spec: ModelSpec, engine: Renderer, request: ChatRequest) -> RenderedPrompt:
         texts = [request.system, *(t.text for t in request.turns)]
-        for token in (*engine.special_tokens, FAMILIES[spec.family].placeholder):
+        for token in (*engine.special_tokens, *engine.placeholders.values()):
             if any(token in text for text in texts):
                 raise InputError(
                     f"the text contains {token!r}, a special token or image placeholder of {spec.name}; "

@@ -75,6 +75,12 @@ class Settings:
     remote_timeout_s: float = 120.0
     """Longest wait for a remote server's answer (for a streamed answer: between two chunks)."""
 
+    def media_limits(self, modality: str) -> tuple[int, int]:
+        """Items of ``modality`` one message and one conversation may carry (images only, for now)."""
+        if modality == "image":
+            return self.max_images_per_turn, self.max_images_per_conversation
+        return 0, 0
+
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         """Defaults, overridden by ``VLM_DEMO_<FIELD>`` variables."""

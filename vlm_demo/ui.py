@@ -21,8 +21,8 @@ from PIL import Image
 
 from .errors import InputError, VlmDemoError
 from .export import chat_completions_body, curl_command, python_snippet, serve_command
-from .families import FAMILIES
-from .inspector import ImageExpansion, Inspection, draw_overlay, prompt_html, run_length_text
+from . import families
+from .inspector import Expansion, Inspection, draw_overlay, prompt_html, run_length_text
 from .fetch import load_image_url
 from .media import ImageEmbeds, Recent, image_digest, load_image, load_image_embeds
 from .registry import Sampling
@@ -31,13 +31,13 @@ from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Tu
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 OVERLAYS = Path(tempfile.gettempdir()) / "vlm-demo-overlays"  # the expansion panel's pictures, named by content
-TABLE_HEADERS = ["image", "placeholder", "token id", "count", "range", "size", "processed", "grid", "thumbnail"]
+TABLE_HEADERS = ["item", "placeholder", "token id", "count", "range", "size", "processed", "grid", "thumbnail"]
 CSS = """
 .prompt { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 12px; max-height: 420px;
           overflow: auto; margin: 0; }
 mark.ph { background: #ffd54f; color: #000; } mark.sp { background: #cfd8dc; color: #000; }
 .budget { display: flex; height: 18px; border-radius: 4px; overflow: hidden; background: #e8f5e9; }
-.budget .img { background: #ff7043; } .budget .txt { background: #42a5f5; }
+.budget .image { background: #ff7043; } .budget .video { background: #ab47bc; } .budget .txt { background: #42a5f5; }
 """
 EXAMPLES = [
     ("wide-street.png", "How many tiles does this wide image become, and what is written on the signs?"),
@@ -53,23 +53,26 @@ def _state_text(service: ChatService, name: str) -> str:
 
 
 def budget_html(inspection: Inspection) -> str:
-    """A bar: image tokens, text tokens and free context of max_model_len."""
+    """A bar: each modality's tokens, text tokens and free context of max_model_len."""
     b = inspection.budget
     pct = (lambda n: 100 * n / b.max_model_len) if b.max_model_len else (lambda n: 0)
-    return (f'<div class="budget" title="image {b.image_tokens}, text {b.text_tokens}, free {b.free}">'
-            f'<div class="img" style="width:{pct(b.image_tokens):.2f}%"></div>'
+    media = [(m, n) for m, n in b.media_tokens.items()] or [("image", 0)]
+    title = ", ".join(f"{m} {n}" for m, n in media)
+    bars = "".join(f'<div class="{m}" style="width:{pct(n):.2f}%"></div>' for m, n in media)
+    words = " · ".join(f"{m} {n:,} ({pct(n):.1f}%)" for m, n in media)
+    return (f'<div class="budget" title="{title}, text {b.text_tokens}, free {b.free}">{bars}'
             f'<div class="txt" style="width:{pct(b.text_tokens):.2f}%"></div></div>'
-            f'<p id="budget-text">{b.total:,} of {b.max_model_len:,} tokens: image {b.image_tokens:,} '
-            f'({pct(b.image_tokens):.1f}%) · text {b.text_tokens:,} · free {b.free:,}</p>')
+            f'<p id="budget-text">{b.total:,} of {b.max_model_len:,} tokens: {words} · '
+            f'text {b.text_tokens:,} · free {b.free:,}</p>')
 
 
 def image_table(inspection: Inspection) -> list[list[Any]]:
-    """One row per image for the expansion table."""
+    """One row per multimodal item for the expansion table."""
     def size(v):
         return f"{v[0]}x{v[1]}" if v else "-"
-    return [[im.index + 1, im.placeholder, im.token_id, im.count, f"[{im.offset}, {im.offset + im.length})",
-             size(im.orig_size), size(im.processed_size), f"{im.grid[0]}x{im.grid[1]}" if im.grid else "-",
-             "-" if im.thumbnail is None else ("yes" if im.thumbnail else "no")] for im in inspection.images]
+    return [[f"{e.modality} {e.index + 1}", e.placeholder, e.token_id, e.count, f"[{e.offset}, {e.offset + e.length})",
+             size(e.orig_size), size(e.processed_size), f"{e.grid[0]}x{e.grid[1]}" if e.grid else "-",
+             "-" if e.thumbnail is None else ("yes" if e.thumbnail else "no")] for e in inspection.expansions()]
 
 
 def image_file(image: Image.Image, folder: Path) -> str:
@@ -93,7 +96,7 @@ def image_file(image: Image.Image, folder: Path) -> str:
 _OVERLAY_FILES = Recent(ENCODED_IMAGES_KEPT)
 
 
-def overlay_file(image: Image.Image, expansion: ImageExpansion, center_crop: bool) -> str:
+def overlay_file(image: Image.Image, expansion: Expansion, center_crop: bool) -> str:
     """The expansion picture of one image (its grid or crop drawn over it) as a file; drawn and encoded once
     per picture and grid (all ``draw_overlay`` reads), since every turn shows the earlier images again."""
     def draw() -> str:
@@ -106,14 +109,17 @@ def overlay_file(image: Image.Image, expansion: ImageExpansion, center_crop: boo
 def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> dict[str, Any]:
     """Values of the prompt and expansion panels for one inspection."""
     spec = service.registry.get(inspection.model)
-    family = FAMILIES[spec.family]
+    center_crop = families.get(inspection.family).center_crop
     specials = service.engines.special_tokens(spec.name)
     who = "vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits them"
     header = f'<p id="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
+    if inspection.geometry_note:
+        header += f'<p id="geometry-note">{inspection.geometry_note}: counts, ids and ranges are vLLM\'s; no grid drawn</p>'
 
-    gallery = [(overlay_file(img, im, family.center_crop),
+    gallery = [(overlay_file(img, im, center_crop),
                 f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
-               for img, im in zip(images, inspection.images, strict=False) if not isinstance(img, ImageEmbeds)]
+               for img, im in zip(images, inspection.items.get("image", ()), strict=False)
+               if not isinstance(img, ImageEmbeds)]
     return {"prompt": header + prompt_html(inspection, specials), "runs": run_length_text(inspection),
             "table": image_table(inspection), "gallery": gallery, "budget": budget_html(inspection)}
 
@@ -127,22 +133,36 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
     """The page. Every handler is an async function over the chat service."""
     registry, settings = service.registry, service.settings
     choices = [(spec.display_label, spec.name) for spec in registry.models]
-    slider_kwargs = sorted({s.kwarg for spec in registry.models for s in spec.sliders})
+    control_kwargs = sorted({c.kwarg for spec in registry.models for c in spec.controls})
+    kinds = {c.kwarg: c.kind for spec in registry.models for c in spec.controls}
 
-    def slider_props(name: str, kwarg: str) -> dict[str, Any]:
-        """Slider settings of ``kwarg`` for model ``name`` (hidden when the model has no such slider)."""
-        own = next((s for s in registry.get(name).sliders if s.kwarg == kwarg), None)
-        spec = own or next(s for m in registry.models for s in m.sliders if s.kwarg == kwarg)
-        return {"minimum": spec.min, "maximum": spec.max, "step": spec.step, "value": spec.default,
-                "label": spec.label, "visible": own is not None}
+    def control_props(name: str, kwarg: str) -> dict[str, Any]:
+        """Settings of the control for ``kwarg`` under model ``name`` (hidden when the model has none)."""
+        own = registry.get(name).mm_control(kwarg)
+        spec = own or next(c for m in registry.models for c in m.controls if c.kwarg == kwarg)
+        label = spec.label if spec.default is not None else f"{spec.label} (checkpoint's own until moved)"
+        props = {"value": registry.get(name).initial(kwarg) if own else spec.initial, "label": label,
+                 "visible": own is not None}
+        return props if spec.kind == "bool" else {**props, "minimum": spec.min, "maximum": spec.max, "step": spec.step}
 
-    def slider_updates(name: str) -> list[Any]:
-        return [gr.Slider(**slider_props(name, k)) for k in slider_kwargs]
+    def control(name: str, kwarg: str, **extra: Any) -> Any:
+        """A checkbox for a bool kwarg, else a slider."""
+        kind = gr.Checkbox if kinds[kwarg] == "bool" else gr.Slider
+        return kind(**control_props(name, kwarg), **extra)
 
-    def make_request(model: str, turns: list[Turn], system: str, sampling: tuple, sliders: tuple) -> ChatRequest:
+    def control_updates(name: str) -> list[Any]:
+        return [control(name, k) for k in control_kwargs]
+
+    def make_request(model: str, turns: list[Turn], system: str, sampling: tuple, values: tuple) -> ChatRequest:
         spec = registry.get(model)
-        own = {s.kwarg for s in spec.sliders}
-        mm_kwargs = {k: int(v) for k, v in zip(slider_kwargs, sliders, strict=True) if k in own and v is not None}
+        mm_kwargs = {}
+        for kwarg, value in zip(control_kwargs, values, strict=True):
+            own = spec.mm_control(kwarg)
+            if own is None or value is None:
+                continue
+            value = bool(value) if kinds[kwarg] == "bool" else int(value)
+            if own.default is not None or value != spec.initial(kwarg):  # unmoved: the checkpoint's own applies
+                mm_kwargs[kwarg] = value
         temperature, top_p, max_tokens, seed = sampling
         sampling_params = Sampling(temperature=float(temperature), top_p=float(top_p), max_tokens=int(max_tokens),
                                    seed=int(seed) if seed not in (None, "", -1) else None,
@@ -172,7 +192,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         """The conversation to inspect: with the typed message, or else up to the last question."""
         text, _, _, images = await read_message(message, url_text)
         if text or images:
-            return [*turns, Turn("user", text, images)]
+            return [*turns, Turn("user", text, {"image": images} if images else {})]
         return turns[:-1] if turns and turns[-1].role == "assistant" else turns
 
     async def run_chat(turns: list[Turn], history: list[dict[str, Any]], request: ChatRequest,
@@ -185,7 +205,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         (its JSON schema included) on every update, which cost more than the rest of the update together.
         Repeated values are cheap to process and reach the browser as an empty diff. Only the message box
         and the conversation state are left out (the box may hold the user's next question)."""
-        images = [im for t in request.turns for im in t.images]
+        images = [im for t in request.turns for im in t.media.get("image", ())]
         history = [*history, {"role": "assistant", "content": ""}]
         shown: dict[Any, Any] = {}
         last = 0.0
@@ -219,7 +239,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
     async def submit(message, history, turns, model, system, temperature, top_p, max_tokens, seed, *rest):
         *sliders, url_text = rest
         text, files, links, images = await read_message(message, url_text)
-        turns = [*turns, Turn("user", text, images)]
+        turns = [*turns, Turn("user", text, {"image": images} if images else {})]
         request = make_request(model, turns, system, (temperature, top_p, max_tokens, seed), sliders)
         shown = text + "".join(f"\n[image: {link[:80]}]" for link in links)
         new_history = [*history, {"role": "user", "content": [*({"path": p} for p in files), shown]}]
@@ -250,7 +270,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
             inspection = await service.inspect(request)
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
-        p = panels(service, inspection, [im for t in request.turns for im in t.images])
+        p = panels(service, inspection, [im for t in request.turns for im in t.media.get("image", ())])
         return {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
                 budget: p["budget"], engine_state: _state_text(service, model)}
 
@@ -275,7 +295,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
                 raise gr.Error(f"settings must be JSON, e.g. {{\"max_pixels\": 200704}} ({exc})") from None
             except VlmDemoError as exc:
                 raise gr.Error(str(exc)) from None
-            p = panels(service, inspection, [im for t in all_turns for im in t.images])
+            p = panels(service, inspection, [im for t in all_turns for im in t.media.get("image", ())])
             outputs += [p["budget"] + p["prompt"], p["gallery"]]
         return outputs
 
@@ -289,8 +309,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=260):
                 system = gr.Textbox(label="System prompt", placeholder="(the chat template's default)", lines=2)
-                sliders = [gr.Slider(elem_id=f"slider-{k}", **{"label": k, **slider_props(default_model, k)})
-                           for k in slider_kwargs]
+                sliders = [control(default_model, k, elem_id=f"slider-{k}") for k in control_kwargs]
                 spec = registry.get(default_model)
                 with gr.Accordion("Sampling", open=False, elem_id="sampling"):
                     temperature = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
@@ -360,7 +379,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         inspect_btn.click(inspect_only, inspect_inputs, inspect_outputs, api_name="inspect")
         for slider in sliders:
             slider.release(inspect_only, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last")
-        model.change(slider_updates, model, sliders, api_name=False).then(
+        model.change(control_updates, model, sliders, api_name=False).then(
             lambda name: _state_text(service, name), model, engine_state, api_name=False).then(
             load_model, model, engine_state, api_name="load_model")
         demo.load(lambda name: _state_text(service, name), model, engine_state, api_name=False)

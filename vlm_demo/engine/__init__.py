@@ -1,9 +1,9 @@
 """The engine layer: the only code that imports vLLM (``remote.py`` talks to a vLLM server over HTTP
 instead). Rendering and generation happen here."""
 
-from .local import Engine, EngineManager, chat_params, has_gpu
+from .local import Engine, EngineManager, Renderer, chat_params, has_gpu
 from .remote import RemoteEngine
-from .types import ImageGeometry, ImageRange, RenderedPrompt, TokenDelta
+from .types import ItemGeometry, ItemRange, RenderedPrompt, TokenDelta
 
-__all__ = ["Engine", "EngineManager", "ImageGeometry", "ImageRange", "RemoteEngine", "RenderedPrompt", "TokenDelta",
-           "chat_params", "has_gpu"]
+__all__ = ["Engine", "EngineManager", "ItemGeometry", "ItemRange", "RemoteEngine", "RenderedPrompt", "Renderer",
+           "TokenDelta", "chat_params", "has_gpu"]

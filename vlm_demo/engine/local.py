@@ -12,26 +12,29 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import json
 import logging
 import os
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import psutil
+from PIL import Image
 
-from ..families import FAMILIES
+from .. import families
 from ..errors import EngineBusyError, EngineDiedError, EngineStartError, InputError
+from ..families import Adapter, ItemGeometry, no_geometry
 from ..registry import ModelSpec, Sampling
 from ..settings import Settings
 from ..tiny_models import tiny_model_dir
-from .geometry import image_geometry
 from .remote import RemoteEngine
 from .runs import token_runs
-from .types import ImageRange, RenderedPrompt, TokenDelta
+from .types import ItemRange, RenderedPrompt, TokenDelta
+from .workarounds import apply_workarounds, start_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -49,20 +52,23 @@ def has_gpu() -> bool:
     return not current_platform.is_cpu()
 
 
-class Engine:
-    """One running vLLM engine for one model."""
+class Renderer:
+    """vLLM's own chat renderer and multimodal processor for one model (no engine process needed),
+    with the family adapter that describes its output. ``render`` is what ``vllm serve`` does to a
+    chat request before generation."""
 
-    def __init__(self, spec: ModelSpec, llm: Any, child_pids: frozenset[int]):
+    def __init__(self, spec: ModelSpec, renderer: Any, model_config: Any, adapter: Adapter):
         self.spec = spec
-        self._llm = llm
-        self.child_pids = child_pids
-        """Processes this engine started (its engine core); all end at shutdown."""
-        self.max_model_len: int = llm.model_config.max_model_len
+        self.adapter = adapter
+        """The family adapter (``GENERIC`` when the model's type has none)."""
+        self._renderer = renderer
+        self.model_config = model_config
+        self.max_model_len: int = model_config.max_model_len
 
     @property
     def tokenizer(self) -> Any:
         """The engine's tokenizer (for decoding ids in views)."""
-        return self._llm.renderer.tokenizer
+        return self._renderer.tokenizer
 
     def token_runs(self, ids: Sequence[int]) -> tuple[tuple[str, int], ...]:
         """The ids as runs: (special token, repeat count), and the decoded text between them."""
@@ -79,17 +85,21 @@ class Engine:
         added = getattr(self.tokenizer, "get_added_vocab", lambda: {})()
         return tuple(sorted(set(added) | set(self.tokenizer.all_special_tokens)))
 
-    @property
-    def dead(self) -> bool:
-        """True once the engine core has died."""
-        return self._llm is None or bool(self._llm.errored)
+    @functools.cached_property
+    def placeholders(self) -> dict[str, str]:
+        """Per modality the model takes, the text standing for one item before expansion: the
+        adapter's, else the model's own (vLLM's ``get_placeholder_str``), else its HF processor's."""
+        return placeholders(self.model_config, self.adapter, self.modalities)
 
-    def running_requests(self) -> int:
-        """Requests the engine holds right now (0 when idle)."""
-        return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
+    @functools.cached_property
+    def modalities(self) -> tuple[str, ...]:
+        """The modalities the engine accepts ("image", "video", ...), as its prompt limits say."""
+        config = self.model_config.multimodal_config
+        return tuple(m for m in ("image", "video")
+                     if _supports(self.model_config, m) and config.get_limit_per_prompt(m) > 0)
 
     async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any]) -> RenderedPrompt:
-        """Apply the chat template and run the image processor, as ``vllm serve`` does.
+        """Apply the chat template and run the multimodal processor, as ``vllm serve`` does.
 
         These are the steps of vLLM's ``render_chat_async``, called one by one so the template's
         text output (before placeholder expansion) can be shown too; the per-request processor
@@ -98,15 +108,18 @@ class Engine:
         from vllm.exceptions import VLLMValidationError
         from vllm.renderers.hf import resolve_chat_template_content_format
 
-        renderer = self._llm.renderer
+        renderer = self._renderer
         kwargs = dict(mm_kwargs)
         messages = [_with_torch_embeds(m) for m in messages]
         try:
             conversation, dict_prompt = await renderer.render_messages_async(messages, chat_params(kwargs))
             _unwrap_plain_embeds(dict_prompt)
             prompt_text = dict_prompt.get("prompt", "")
-            # No length limit here: the service refuses an over-long prompt with its exact expanded count.
-            tok_params = dataclasses.replace(renderer.default_chat_tok_params, max_total_tokens=None)
+            # As the OpenAI server's chat request builds them: no special tokens beyond the template's
+            # (vLLM's own default for multimodal models adds them, and Gemma 3 then starts with two
+            # <bos>); no length limit here: the service refuses an over-long prompt with its exact count.
+            tok_params = dataclasses.replace(renderer.default_chat_tok_params, max_total_tokens=None,
+                                             add_special_tokens=False)
             (tok_prompt,) = await renderer.tokenize_prompts_async([dict_prompt], tok_params)
             if kwargs:  # what render_chat_async's prompt_extras does with the server's mm_processor_kwargs
                 tok_prompt["mm_processor_kwargs"] = kwargs
@@ -119,28 +132,76 @@ class Engine:
             raise InputError(f"{self.spec.name}: {exc}") from None
         content_format = resolve_chat_template_content_format(
             chat_template=None, tools=None, given_format="auto",
-            tokenizer=renderer.tokenizer, model_config=self._llm.model_config,
+            tokenizer=renderer.tokenizer, model_config=self.model_config,
         )
-        placeholders = engine_input.get("mm_placeholders", {}).get("image", [])
-        family = FAMILIES[self.spec.family]
-        images = [part.get("image_pil") for m in messages if isinstance(m.get("content"), list)
-                  for part in m["content"] if part.get("type") in ("image_pil", "image_embeds")]
-        items = engine_input.get("mm_kwargs", {}).get("image", [])
+        ids = tuple(engine_input["prompt_token_ids"])
+        inputs = _inputs_by_modality(messages)
+        ranges, geometry, token_ids = {}, {}, {}
+        for modality, found in engine_input.get("mm_placeholders", {}).items():
+            ranges[modality] = tuple(ItemRange(p.offset, p.length) for p in found)
+            token_ids[modality] = self._feature_token_id(modality, ids, found)
+            items = engine_input.get("mm_kwargs", {}).get(modality, [])
+            geometry[modality] = tuple(self._geometry(item, source, kwargs)
+                                       for item, source in zip(items, inputs.get(modality, []), strict=True))
+        note = None if self.adapter.geometry else f"no geometry adapter for {self.model_config.hf_config.model_type}"
         return RenderedPrompt(
             model=self.spec.name,
+            family=self.adapter.name,
             content_format=content_format,
             conversation=tuple(conversation),
             prompt=prompt_text,
-            prompt_token_ids=tuple(engine_input["prompt_token_ids"]),
-            image_ranges=tuple(ImageRange(p.offset, p.length) for p in placeholders),
-            images=tuple(image_geometry(self.spec.family, item, image, self._llm.model_config.hf_config, kwargs)
-                         for item, image in zip(items, images, strict=True)),
-            image_token_id=self.tokenizer.convert_tokens_to_ids(family.image_token),
-            placeholder=family.placeholder,
+            prompt_token_ids=ids,
+            ranges=ranges,
+            geometry=geometry,
+            token_ids=token_ids,
+            placeholders={m: self.placeholders.get(m, "") for m in ranges},
+            geometry_note=note,
             mm_kwargs=kwargs,
             max_model_len=self.max_model_len,
             engine_input=engine_input,
         )
+
+    def _feature_token_id(self, modality: str, ids: Sequence[int], found: Sequence[Any]) -> int:
+        """The adapter's feature token where it names one, else the id that fills the items' embed
+        positions (``PlaceholderRange.is_embed``) in vLLM's expansion."""
+        token = self.adapter.image_token if modality == "image" else None
+        if token:
+            return self.tokenizer.convert_tokens_to_ids(token)
+        counts: Counter[int] = Counter()
+        for p in found:
+            mask = p.is_embed.tolist() if p.is_embed is not None else [True] * p.length
+            counts.update(ids[p.offset + i] for i, embed in enumerate(mask) if embed)
+        return counts.most_common(1)[0][0] if counts else -1
+
+    def _geometry(self, item: Any, source: Any, kwargs: dict[str, Any]) -> ItemGeometry:
+        image = source if isinstance(source, Image.Image) else None
+        if self.adapter.geometry is None:
+            return no_geometry(image)
+        fields = {key: elem.data for key, elem in item.items()}
+        try:
+            found = self.adapter.geometry(fields, image, self.model_config.hf_config, kwargs)
+        except (KeyError, AttributeError, ValueError, TypeError, IndexError):  # a field this input lacks
+            found = None
+        return found or no_geometry(image)
+
+
+class Engine(Renderer):
+    """One running vLLM engine for one model: its renderer, and generation from what it rendered."""
+
+    def __init__(self, spec: ModelSpec, llm: Any, adapter: Adapter, child_pids: frozenset[int]):
+        super().__init__(spec, llm.renderer, llm.model_config, adapter)
+        self._llm = llm
+        self.child_pids = child_pids
+        """Processes this engine started (its engine core); all end at shutdown."""
+
+    @property
+    def dead(self) -> bool:
+        """True once the engine core has died."""
+        return self._llm is None or bool(self._llm.errored)
+
+    def running_requests(self) -> int:
+        """Requests the engine holds right now (0 when idle)."""
+        return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
 
     async def stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
         """Generate from ``rendered``; closing the iterator early aborts the vLLM request."""
@@ -191,6 +252,50 @@ def _with_torch_embeds(message: dict[str, Any]) -> dict[str, Any]:
     parts = [{**p, "image_embeds": {k: torch.from_numpy(v) for k, v in p["image_embeds"].items()}}
              if p.get("type") == "image_embeds" else p for p in content]
     return {**message, "content": parts}
+
+
+def _inputs_by_modality(messages: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The decoded inputs of the messages' media parts, per modality, in prompt order (vLLM numbers
+    items per modality in the order the parts come)."""
+    found: dict[str, list[Any]] = {}
+    for message in messages:
+        content = message.get("content")
+        for part in content if isinstance(content, list) else ():
+            kind = part.get("type", "")
+            if kind in ("image_pil", "image_embeds"):
+                found.setdefault("image", []).append(part.get("image_pil"))
+    return found
+
+
+def _supports(model_config: Any, modality: str) -> bool:
+    """Whether vLLM's model class takes ``modality`` (it has a placeholder or a processor for it)."""
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    try:
+        info = MULTIMODAL_REGISTRY.create_processor(model_config).info
+        return modality in info.get_supported_mm_limits()
+    except Exception:  # noqa: BLE001 - a processor that cannot even be built takes nothing
+        return False
+
+
+def placeholders(model_config: Any, adapter: Adapter, modalities: Sequence[str]) -> dict[str, str]:
+    """Per modality, the text standing for one item in the template's output before expansion."""
+    from vllm.model_executor.model_loader import get_model_cls
+
+    found: dict[str, str] = {}
+    for modality in modalities:
+        text = adapter.placeholder if modality == "image" else None
+        if not text:
+            with contextlib.suppress(Exception):  # some models raise for a modality they lack
+                text = get_model_cls(model_config).get_placeholder_str(modality, 1)
+        if not text:
+            from vllm.multimodal import MULTIMODAL_REGISTRY
+
+            processor = MULTIMODAL_REGISTRY.create_processor(model_config).info.get_hf_processor()
+            text = getattr(processor, f"{modality}_token", None)
+        if text:
+            found[modality] = text
+    return found
 
 
 def _unwrap_plain_embeds(prompt: dict[str, Any]) -> None:
@@ -331,36 +436,73 @@ class EngineManager:
         while self._remote:
             self._remote.popitem()[1].shutdown()
 
-    def _start(self, spec: ModelSpec) -> Engine:
+    def _config(self, spec: ModelSpec) -> tuple[Adapter, Any]:
+        """The model's family adapter and vLLM config (what the engine and its renderer are built from)."""
         from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
 
         model = self.model_path(spec)
-        kwargs = self.engine_kwargs(spec)
+        adapter = resolve_adapter(spec, model)
+        kwargs = self.engine_kwargs(spec, adapter)
         if spec.repo:  # a downloaded snapshot directory: keep the hub name in logs and the API
             kwargs["served_model_name"] = spec.repo
-        need = kwargs.get("kv_cache_memory_bytes") or 0
+        try:
+            config = AsyncEngineArgs(model=model, **kwargs).create_engine_config()
+        except Exception as exc:  # vLLM raises many kinds; the user needs the cause in one line
+            raise EngineStartError(f"could not start {spec.name} ({model}): {_root_cause(exc)}") from exc
+        if not config.model_config.is_multimodal_model:
+            archs = ", ".join(config.model_config.architectures or ["?"])
+            raise EngineStartError(f"{spec.name}: {archs} is not a multimodal model in vLLM; this app needs a "
+                                   "model that takes images")
+        return adapter, config
+
+    def start_renderer(self, spec: ModelSpec) -> Renderer:
+        """vLLM's renderer for ``spec`` without an engine: rendering and expansion only (no process,
+        no weights; for work that needs nothing else, such as ``inspect`` on the command line)."""
+        from vllm.renderers import renderer_from_config
+
+        adapter, config = self._config(spec)
+        renderer = renderer_from_config(config)
+        apply_workarounds(renderer, config.model_config)
+        return Renderer(spec, renderer, config.model_config, adapter)
+
+    async def renderer(self, spec: ModelSpec) -> Renderer | RemoteEngine:
+        """Something that renders ``spec``: its running engine, else a renderer without an engine (an
+        endpoint entry: its remote engine)."""
+        engine = self._engines.get(spec.name)
+        if spec.remote or (engine is not None and not engine.dead):
+            return await self.get(spec)
+        return await asyncio.to_thread(self.start_renderer, spec)
+
+    def _start(self, spec: ModelSpec) -> Engine:
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        need = int(self.settings.cpu_kv_cache_gib * 2**30) if not has_gpu() else 0
         free = psutil.virtual_memory().available
         if need > free:  # vLLM would find out inside its engine process, with the reason only in its log
             raise EngineStartError(
                 f"not enough memory to start {spec.name}: its KV cache needs {need / 2**30:.1f} GiB, "
                 f"{free / 2**30:.1f} GiB is free (lower VLLM_DEMO_CPU_KV_CACHE_GIB or stop other programs)")
+        adapter, config = self._config(spec)
         before = _descendants()
         t0 = time.perf_counter()
         try:
-            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(model=model, **kwargs))
+            llm = AsyncLLM.from_vllm_config(config)
         except Exception as exc:  # vLLM raises many kinds; the user needs the cause in one line
             for proc in _procs(frozenset(_descendants() - before)):
                 proc.kill()
-            raise EngineStartError(f"could not start {spec.name} ({model}): {_root_cause(exc)}") from exc
-        log.info("started %s in %.1f s", spec.name, time.perf_counter() - t0)
-        return Engine(spec, llm, frozenset(_descendants() - before))
+            raise EngineStartError(f"could not start {spec.name} ({config.model_config.model}): "
+                                   f"{_root_cause(exc)}") from exc
+        applied = apply_workarounds(llm, llm.model_config)
+        log.info("started %s in %.1f s%s", spec.name, time.perf_counter() - t0,
+                 f" (vLLM workarounds: {', '.join(applied)})" if applied else "")
+        return Engine(spec, llm, adapter, frozenset(_descendants() - before))
 
-    def engine_kwargs(self, spec: ModelSpec) -> dict[str, Any]:
+    def engine_kwargs(self, spec: ModelSpec, adapter: Adapter | None = None) -> dict[str, Any]:
         """``AsyncEngineArgs`` keyword arguments for ``spec`` (the model path aside); a ``vllm serve``
-        started with the same values renders the same prompts."""
+        started with the same values renders the same prompts. ``adapter``: the model's family, where
+        ``spec`` leaves it to the checkpoint (``family: auto``)."""
         kwargs: dict[str, Any] = dict(spec.engine_args.to_vllm())
-        kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
+        kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs(adapter) or None
         if not has_gpu():
             kwargs["kv_cache_memory_bytes"] = int(self.settings.cpu_kv_cache_gib * 2**30)
             # vLLM 0.32 on CPU: a seeded request whose prompt is split over engine steps (chunked
@@ -368,7 +510,7 @@ class EngineManager:
             # avoid it; a model entry may still turn chunking on explicitly.
             if spec.engine_args.enable_chunked_prefill is None:
                 kwargs["enable_chunked_prefill"] = False
-        return kwargs
+        return start_kwargs(kwargs, adapter or spec_adapter(spec))
 
     def model_path(self, spec: ModelSpec) -> str:
         """What vLLM loads for ``spec``: a freshly built tiny model, a local directory, or a hub
@@ -386,6 +528,24 @@ class EngineManager:
             return snapshot_download(spec.repo, revision=spec.engine_args.revision)
         except Exception as exc:  # offline, gated, not found, disk full: say which
             raise EngineStartError(f"could not download {spec.repo}: {_root_cause(exc)}") from exc
+
+
+def spec_adapter(spec: ModelSpec) -> Adapter:
+    """The entry's family adapter as far as the entry says (``auto``: the generic one until the
+    checkpoint is read)."""
+    return families.GENERIC if spec.family == families.AUTO else families.get(spec.family)
+
+
+def resolve_adapter(spec: ModelSpec, model_dir: str) -> Adapter:
+    """The entry's family adapter; for ``family: auto``, the one matching the checkpoint's
+    config.json ``model_type``, else the generic adapter."""
+    if spec.family != families.AUTO:
+        return spec_adapter(spec)
+    try:
+        model_type = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type", "")
+    except (OSError, ValueError) as exc:
+        raise EngineStartError(f"could not start {spec.name}: {model_dir} has no readable config.json ({exc})") from None
+    return families.for_model_type(model_type)
 
 
 def _root_cause(exc: BaseException, limit: int = 300) -> str:

@@ -17,20 +17,20 @@ import errno
 import json
 import logging
 import os
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 
 from ..errors import InputError, RemoteError
-from ..families import FAMILIES
+from .. import families
+from ..families import AUTO, no_geometry
 from ..media import png_data_url
-from ..registry import ModelSpec, Sampling
+from ..registry import ModelSpec, Sampling, base_url
 from ..settings import Settings
-from .geometry import geometry_from_count
 from .runs import text_segments, token_runs
-from .types import ImageRange, RenderedPrompt, TokenDelta
+from .types import ItemRange, RenderedPrompt, TokenDelta
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,10 @@ class RemoteEngine:
         if spec.endpoint is None or spec.served_model_name is None:
             raise ValueError(f"{spec.name} is not an endpoint entry")
         self.spec = spec
-        self.url = spec.endpoint.rstrip("/")
+        self.adapter = families.GENERIC if spec.family == AUTO else families.get(spec.family)
+        """The family adapter: the entry's; for ``family: auto`` the generic one (a server does not say
+        its model_type), which needs the server's render endpoint for the ranges."""
+        self.url = base_url(spec.endpoint)
         self.served_model_name = spec.served_model_name
         self.settings = settings
         self.child_pids: frozenset[int] = frozenset()
@@ -169,7 +172,7 @@ class RemoteEngine:
         if self.max_model_len <= 0:
             raise RemoteError(f"{self.url}/v1/models gives no max_model_len for {self.served_model_name!r} "
                               "(the app needs a vLLM server)")
-        family = FAMILIES[self.spec.family]
+        family = self.adapter
         info = await self._call("GET", "/tokenizer_info", not_offered=NOT_OFFERED)
         if info is not None:
             self.offers_tokenizer_info = True
@@ -199,23 +202,23 @@ class RemoteEngine:
 
     async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any]) -> RenderedPrompt:
         """The server renders the request: its expanded ids and image ranges, as it will generate from."""
-        family = FAMILIES[self.spec.family]
+        family = self.adapter
         kwargs = dict(mm_kwargs)
         body: dict[str, Any] = {"model": self.served_model_name, "messages": [_wire(m) for m in messages]}
         if kwargs:
             body["mm_processor_kwargs"] = kwargs
         ids: list[int] | None = None
-        ranges: list[ImageRange] = []
+        ranges: list[ItemRange] = []
         if self.offers_render is not False:
             out = await self._call("POST", "/v1/chat/completions/render", body, not_offered=NOT_OFFERED)
             self.offers_render = out is not None
             if out is not None:
                 ids = list(out["token_ids"])
                 features = out.get("features") or {}
-                ranges = [ImageRange(int(p["offset"]), int(p["length"]))
+                ranges = [ItemRange(int(p["offset"]), int(p["length"]))
                           for p in (features.get("mm_placeholders") or {}).get("image", [])]
         if ids is None:
-            if not family.ranges_from_ids:
+            if not family.ranges_from_ids or family.image_token is None:
                 raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and {family.title}'s "
                                   "image ranges cannot be read from /tokenize: start the server with "
                                   "--enable-scale-out")
@@ -226,30 +229,40 @@ class RemoteEngine:
         if len(ranges) != len(images):
             raise RemoteError(f"{self.url}: {len(images)} image(s) sent, but the server's ids hold "
                               f"{len(ranges)} image range(s)")
+        token_id = self.image_token_id if self.image_token_id >= 0 else _most_common(ids, ranges)
         await self._decode_segments(ids, ranges)
-        counts = [sum(1 for t in ids[r.offset:r.offset + r.length] if t == self.image_token_id) for r in ranges]
+        counts = [sum(1 for t in ids[r.offset:r.offset + r.length] if t == token_id) for r in ranges]
+        from_count = family.geometry_from_count
+        placeholder = family.placeholder or self._special_names.get(token_id, "")
         return RenderedPrompt(
             model=self.spec.name,
+            family=family.name,
             content_format=self.content_format,
-            conversation=tuple(_conversation(messages, self.content_format, family.placeholder)),
-            prompt=self._prompt_text(ids, ranges),
+            conversation=tuple(_conversation(messages, self.content_format, placeholder)),
+            prompt=self._prompt_text(ids, ranges, token_id),
             prompt_token_ids=tuple(ids),
-            image_ranges=tuple(ranges),
-            images=tuple(geometry_from_count(self.spec.family, n, image, kwargs)
-                         for n, image in zip(counts, images, strict=True)),
-            image_token_id=self.image_token_id,
-            placeholder=family.placeholder,
+            ranges={"image": tuple(ranges)} if ranges else {},
+            geometry={"image": tuple((from_count(n, image, kwargs) if from_count and n else None) or no_geometry(image)
+                                     for n, image in zip(counts, images, strict=True))} if ranges else {},
+            token_ids={"image": token_id} if ranges else {},
+            placeholders={"image": placeholder} if ranges else {},
+            geometry_note=None if from_count else f"no geometry adapter for {self.served_model_name}",
             mm_kwargs=kwargs,
             max_model_len=self.max_model_len,
             engine_input=body,
         )
 
-    def _ranges_from_ids(self, ids: Sequence[int]) -> list[ImageRange]:
+    @property
+    def placeholders(self) -> dict[str, str]:
+        """The image placeholder text, where the family adapter knows it."""
+        return {"image": self.adapter.placeholder} if self.adapter.placeholder else {}
+
+    def _ranges_from_ids(self, ids: Sequence[int]) -> list[ItemRange]:
         by_text = {text: i for i, text in self._special_names.items()}
-        start, end = (by_text.get(m) if m else None for m in FAMILIES[self.spec.family].range_markers)
+        start, end = (by_text.get(m) if m else None for m in self.adapter.range_markers)
         return ranges_from_ids(ids, self.image_token_id, start, end)
 
-    def _pieces(self, ids: Sequence[int], ranges: Sequence[ImageRange]) -> list[tuple[str, Any]]:
+    def _pieces(self, ids: Sequence[int], ranges: Sequence[ItemRange]) -> list[tuple[str, Any]]:
         """The ids as ("image", None) for each range, ("special", text) and ("text", id stretch)."""
         starts = {r.offset: r for r in ranges}
         pieces: list[tuple[str, Any]] = []
@@ -270,7 +283,7 @@ class RemoteEngine:
                 i += 1
         return pieces
 
-    async def _decode_segments(self, ids: Sequence[int], ranges: Sequence[ImageRange]) -> None:
+    async def _decode_segments(self, ids: Sequence[int], ranges: Sequence[ItemRange]) -> None:
         """Have the server decode every id stretch the runs and the prompt text need (cached)."""
         wanted = {seg for seg in text_segments(ids, self._special_names)}
         wanted |= {seg for kind, seg in self._pieces(ids, ranges) if kind == "text"}
@@ -285,12 +298,15 @@ class RemoteEngine:
         while len(self._decoded) > DECODE_CACHE:
             self._decoded.popitem(last=False)
 
-    def _prompt_text(self, ids: Sequence[int], ranges: Sequence[ImageRange]) -> str:
+    def _prompt_text(self, ids: Sequence[int], ranges: Sequence[ItemRange], token_id: int) -> str:
         """The chat template's output before expansion: each image range back to what it expanded from."""
-        family = FAMILIES[self.spec.family]
+        family = self.adapter
         # A range inside the placeholder text (Qwen: the pads between vision start/end) came from the
-        # image token; a range that is the whole expansion came from the placeholder itself.
-        stand_in = family.image_token if family.image_token in family.placeholder else family.placeholder
+        # image token; a range that is the whole expansion came from the placeholder itself. Without
+        # an adapter, the feature token stands in.
+        token = family.image_token or self._special_names.get(token_id, "")
+        placeholder = family.placeholder or token
+        stand_in = token if token and token in placeholder else placeholder
         return "".join(stand_in if kind == "image" else value if kind == "special" else self._decoded.get(value, "")
                        for kind, value in self._pieces(ids, ranges))
 
@@ -337,10 +353,10 @@ class RemoteEngine:
 
 
 def ranges_from_ids(ids: Sequence[int], image_token_id: int, start_id: int | None = None,
-                    end_id: int | None = None) -> list[ImageRange]:
+                    end_id: int | None = None) -> list[ItemRange]:
     """Image ranges as vLLM places them, from the expanded ids alone: each run of the image token,
     widened by the family's start / end marker where one sits right beside it (InternVL's ``<img>``)."""
-    ranges: list[ImageRange] = []
+    ranges: list[ItemRange] = []
     i = 0
     while i < len(ids):
         if ids[i] != image_token_id:
@@ -351,9 +367,15 @@ def ranges_from_ids(ids: Sequence[int], image_token_id: int, start_id: int | Non
             j += 1
         lo = i - 1 if start_id is not None and i > 0 and ids[i - 1] == start_id else i
         hi = j + 1 if end_id is not None and j < len(ids) and ids[j] == end_id else j
-        ranges.append(ImageRange(lo, hi - lo))
+        ranges.append(ItemRange(lo, hi - lo))
         i = j
     return ranges
+
+
+def _most_common(ids: Sequence[int], ranges: Sequence[ItemRange]) -> int:
+    """The id that fills the ranges (the feature token, for a model with no adapter)."""
+    counts = Counter(t for r in ranges for t in ids[r.offset:r.offset + r.length])
+    return counts.most_common(1)[0][0] if counts else -1
 
 
 def _wire(message: dict[str, Any]) -> dict[str, Any]:

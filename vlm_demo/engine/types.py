@@ -1,34 +1,26 @@
 """Values the engine layer hands to the rest of the app (no vLLM types cross this boundary,
-except the opaque ``RenderedPrompt.engine_input``)."""
+except the opaque ``RenderedPrompt.engine_input``). Multimodal data is keyed by modality
+("image", "video"), never baked into field names."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..families import ItemGeometry
+
+__all__ = ["ItemGeometry", "ItemRange", "RenderedPrompt", "TokenDelta"]
+
 
 @dataclass(frozen=True)
-class ImageRange:
-    """Where one image's placeholder tokens sit in the expanded prompt."""
+class ItemRange:
+    """Where one multimodal item's placeholder tokens sit in the expanded prompt."""
 
     offset: int
     """Index of the first placeholder token in ``prompt_token_ids``."""
     length: int
-    """Number of positions the image occupies (its image tokens plus any markers inside)."""
-
-
-@dataclass(frozen=True)
-class ImageGeometry:
-    """How the engine's image processor treated one image."""
-
-    orig_size: tuple[int, int] | None
-    """Width and height of the image as uploaded (None for precomputed embeddings)."""
-    processed_size: tuple[int, int] | None
-    """Width and height the vision encoder saw (resized / tiled canvas), where the family resizes."""
-    grid: tuple[int, int] | None
-    """Rows and columns: InternVL tiles, Ovis partitions, Qwen 28-px token cells; None for LLaVA."""
-    thumbnail: bool | None
-    """Whether a global thumbnail view was added (tiling families); None where there is no such view."""
+    """Number of positions the item occupies (its feature tokens plus any markers inside)."""
 
 
 @dataclass(frozen=True)
@@ -37,24 +29,28 @@ class RenderedPrompt:
 
     model: str
     """Registry name of the model."""
+    family: str
+    """Name of the family adapter that describes it ("generic" when none does)."""
     content_format: str
     """Content format vLLM detected for the chat template: "string" or "openai"."""
     conversation: tuple[dict[str, Any], ...]
     """The messages as the chat template saw them (placeholders inserted in "string" format)."""
     prompt: str
-    """The chat template's output, before image placeholders are expanded."""
+    """The chat template's output, before placeholders are expanded."""
     prompt_token_ids: tuple[int, ...]
     """The expanded token ids the engine runs on."""
-    image_ranges: tuple[ImageRange, ...]
-    """One range per image, in prompt order."""
-    images: tuple[ImageGeometry, ...]
-    """One geometry per image, in prompt order."""
-    image_token_id: int
-    """Id of the token that stands for image features inside each range."""
-    placeholder: str
-    """Text that stands for one image in the chat template's output."""
+    ranges: Mapping[str, tuple[ItemRange, ...]]
+    """Per modality, one range per item, in prompt order."""
+    geometry: Mapping[str, tuple[ItemGeometry, ...]]
+    """Per modality, one geometry per item, in prompt order."""
+    token_ids: Mapping[str, int]
+    """Per modality, the id of the token that stands for the item's features inside each range."""
+    placeholders: Mapping[str, str]
+    """Per modality, the text that stands for one item in the chat template's output."""
+    geometry_note: str | None
+    """Why no tiles or grid are drawn (e.g. "no geometry adapter for llava_next"), else None."""
     mm_kwargs: dict[str, Any]
-    """Per-request image-processor kwargs that were applied."""
+    """Per-request processor kwargs that were applied."""
     max_model_len: int
     """The engine's context window."""
     engine_input: Any

@@ -1,4 +1,4 @@
-"""Tiny offline models: one small builder per VLM family, built once into a cache folder.
+"""Tiny offline models, built once into a cache folder by their family adapter's ``build_tiny``.
 
 Each keeps its family's real image processing (sizes, patches, tiles, special tokens), so image
 token counts equal the real checkpoints'; weights are random (vLLM's ``load_format="dummy"``).
@@ -9,35 +9,31 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Callable
+import sys
 from pathlib import Path
-
-from . import internvl, llava, ovis, qwen2_5_vl
-
-#: Family name -> function that writes a tiny model of that family into an empty directory.
-BUILDERS: dict[str, Callable[[Path], None]] = {
-    "llava": llava.build,
-    "qwen2_5_vl": qwen2_5_vl.build,
-    "internvl": internvl.build,
-    "ovis": ovis.build,
-}
 
 _HERE = Path(__file__).parent
 
 
 def _source_hash(family: str) -> str:
-    """Hash of the builder's code, so an edited builder builds into a fresh folder."""
+    """Hash of the adapter module and the shared helpers, so an edited builder builds into a fresh folder."""
+    from ..families import get
+
     h = hashlib.sha256()
-    module_file = Path(BUILDERS[family].__code__.co_filename)
-    for path in sorted({module_file, *_HERE.glob("*.py"), *_HERE.glob("*.jinja")}):
+    module_file = Path(sys.modules[get(family).build_tiny.__module__].__file__ or "")
+    for path in sorted({module_file, *_HERE.glob("*.py")}):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:12]
 
 
 def tiny_model_dir(family: str, cache_dir: Path) -> Path:
     """Build the tiny ``family`` model under ``cache_dir`` once (atomically) and return its path."""
-    if family not in BUILDERS:
-        raise KeyError(f"no tiny model for family {family!r}; known: {', '.join(BUILDERS)}")
+    from ..families import ADAPTERS
+
+    adapter = ADAPTERS.get(family)
+    if adapter is None or adapter.build_tiny is None:
+        raise KeyError(f"no tiny model for family {family!r}; known: "
+                       f"{', '.join(n for n, a in ADAPTERS.items() if a.build_tiny)}")
     dest = cache_dir / f"tiny-{family}-{_source_hash(family)}"
     if (dest / ".complete").exists():
         return dest
@@ -45,7 +41,7 @@ def tiny_model_dir(family: str, cache_dir: Path) -> Path:
     tmp = cache_dir / f".building-{dest.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    BUILDERS[family](tmp)
+    adapter.build_tiny(tmp)
     (tmp / ".complete").touch()
     try:
         os.rename(tmp, dest)

@@ -21,11 +21,17 @@ LM_KV_HEADS = 1
 LM_LAYERS = 2
 LM_INTERMEDIATE = 256
 
-#: The first added tokens of Qwen2 / Qwen2.5 tokenizers (ids 151643-151656 in the real vocabulary).
+#: The special added tokens of Qwen2 / Qwen2.5 tokenizers (ids 151643-151656 in the real vocabulary).
 QWEN2_SPECIAL_TOKENS = [
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
     "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
     "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
+]
+
+#: The non-special added tokens that follow them in Qwen2.5 tokenizers (ids 151657-151664): 22 in all.
+QWEN2_5_ADDED_TOKENS = [
+    "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>",
 ]
 
 
@@ -58,12 +64,16 @@ def build_tokenizer(
     unk: str | None = None,
     chat_template: str | None = None,
     extra: dict[str, Any] | None = None,
+    added_tokens: list[str] | None = None,
 ) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer with no merges: ids 0-255 are bytes, then ``special_tokens``."""
+    """A byte-level BPE tokenizer with no merges: ids 0-255 are bytes, then ``special_tokens``, then
+    ``added_tokens`` (added to the vocabulary but not special, as in the real tokenizer)."""
     tok = Tokenizer(BPE(vocab=_byte_vocab(), merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens(special_tokens)
+    if added_tokens:
+        tok.add_tokens(added_tokens)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=bos,

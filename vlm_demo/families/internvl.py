@@ -1,4 +1,9 @@
-"""Tiny InternVL2.5 (``OpenGVLab/InternVL2_5-1B-MPO`` layout): 448 px tiles, 256 image tokens per tile.
+"""InternVL2.5 (``OpenGVLab/InternVL2_5-1B-MPO``, remote-code ``internvl_chat``): 448 px tiles, 256 tokens each.
+
+The image is cut into the grid of 448-px tiles whose aspect ratio is closest to the image's (between
+min_dynamic_patch and max_dynamic_patch tiles), plus a 448-px thumbnail when there is more than one tile;
+``<image>`` expands to ``<img>`` + 256 ``<IMG_CONTEXT>`` per tile + ``</img>``.
+
 
 vLLM ships no config class for ``internvl_chat``; like the real checkpoint, the directory carries a small
 configuration module named in ``auto_map`` (loaded with ``trust_remote_code=True``). vLLM builds the
@@ -9,11 +14,18 @@ placeholder in the text, which its InternVL processor expands to ``<img><IMG_CON
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from PIL import Image
 
 from transformers import Qwen2Config
 
-from .common import (
+from .base import Adapter, Control, ItemGeometry, KnownCount
+from ..tiny_models.common import (
+    QWEN2_5_ADDED_TOKENS,
+    QWEN2_SPECIAL_TOKENS,
     LM_HEADS,
     LM_HIDDEN,
     LM_INTERMEDIATE,
@@ -91,8 +103,11 @@ CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
+#: The real tokenizer's added tokens: Qwen2.5's 22 (14 special, then 8 plain; ``<|video_pad|>`` among
+#: them, which makes vLLM 0.32 build a video processor: see ``engine/workarounds.py``), then InternVL's
+#: 9 (special; ids 151665-151673 in the real vocabulary).
 SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>",
+    *QWEN2_SPECIAL_TOKENS,
     "<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>", "<ref>", "</ref>", "<box>", "</box>",
 ]
 
@@ -125,6 +140,7 @@ VISION_CONFIG = {
 def build(out: Path) -> None:
     """Write a tiny InternVL2.5-1B-MPO-shaped model directory into ``out``."""
     tokenizer = build_tokenizer(SPECIAL_TOKENS, bos=None, eos="<|im_end|>", pad="<|endoftext|>",
+                                added_tokens=QWEN2_5_ADDED_TOKENS,
                                 chat_template=CHAT_TEMPLATE, extra={"model_max_length": 8192})
     llm_config = Qwen2Config(
         hidden_size=LM_HIDDEN, intermediate_size=LM_INTERMEDIATE, num_hidden_layers=LM_LAYERS,
@@ -160,3 +176,62 @@ def build(out: Path) -> None:
     write_json(out / "config.json", config)
     (out / f"{CONFIG_MODULE}.py").write_text(CONFIG_MODULE_SOURCE)
     tokenizer.save_pretrained(out)
+
+TILE, TOKENS_PER_TILE = 448, 256
+
+
+def tile_grid(width: int, height: int, min_num: int, max_num: int, tile: int = TILE) -> tuple[int, int]:
+    """InternVL's ``find_closest_aspect_ratio``: (columns, rows) of the tile grid for an image."""
+    ratios = sorted({(i, j) for n in range(min_num, max_num + 1) for i in range(1, n + 1) for j in range(1, n + 1)
+                     if min_num <= i * j <= max_num}, key=lambda r: r[0] * r[1])
+    best, best_diff = (1, 1), float("inf")
+    for cols, rows in ratios:
+        diff = abs(width / height - cols / rows)
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and width * height > 0.5 * tile * tile * cols * rows:
+            best = (cols, rows)
+    return best
+
+
+def _tiling(image: Image.Image, mm_kwargs: Mapping[str, Any], min_default: int, max_default: int,
+            tile: int) -> ItemGeometry:
+    cols, rows = tile_grid(*image.size, mm_kwargs.get("min_dynamic_patch", min_default),
+                           mm_kwargs.get("max_dynamic_patch", max_default), tile)
+    return ItemGeometry(image.size, (cols * tile, rows * tile), (rows, cols), cols * rows != 1)
+
+
+def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
+             mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """The tile grid, checked against the engine's own patch count (``image_num_patches``)."""
+    if image is None or not hf_config.dynamic_image_size:
+        return None
+    tile = hf_config.force_image_size or hf_config.vision_config.image_size
+    found = _tiling(image, mm_kwargs, hf_config.min_dynamic_patch, hf_config.max_dynamic_patch, tile)
+    rows, cols = found.grid or (0, 0)
+    thumbnail = bool(hf_config.use_thumbnail and rows * cols != 1)
+    if rows * cols + thumbnail != int(fields["image_num_patches"]):
+        return None  # the engine's own count wins; never show a guess
+    return ItemGeometry(found.orig_size, found.processed_size, found.grid, thumbnail)
+
+
+def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """The tiling rule with the checkpoint's defaults (1-12 tiles, thumbnail), if it gives ``count``."""
+    found = _tiling(image, mm_kwargs, 1, 12, TILE)
+    rows, cols = found.grid or (0, 0)
+    return found if (rows * cols + found.thumbnail) * TOKENS_PER_TILE == count else None
+
+
+ADAPTER = Adapter(
+    name="internvl", title="InternVL2.5", model_types=("internvl_chat",), image_token="<IMG_CONTEXT>",
+    placeholder="<image>", range_markers=("<img>", "</img>"),
+    controls=(Control("min_dynamic_patch", min=1, max=40, default=1),
+              Control("max_dynamic_patch", min=1, max=40, sizes_cache=True, default=12)),
+    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    known_counts=(
+        KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 "
+                   "(config.json: force_image_size 448, downsample_ratio 0.5, max_dynamic_patch 12)"),
+        KnownCount((640, 480), 1792, "max_dynamic_patch 6: 3x2 tiles + thumbnail = 7 x 256",
+                   {"max_dynamic_patch": 6}),
+    ),
+)

@@ -1,17 +1,28 @@
-"""Tiny Qwen2.5-VL (``Qwen/Qwen2.5-VL-3B-Instruct`` layout): patch 14, merge 2 -> one token per 28x28 px."""
+"""Qwen2.5-VL (``Qwen/Qwen2.5-VL-3B-Instruct``): patch 14, merge 2 -> one token per 28x28 px.
+
+The image is resized so each side is a multiple of 28 and its area lies in [min_pixels, max_pixels];
+``<|vision_start|><|image_pad|><|vision_end|>`` expands to one ``<|image_pad|>`` per 28x28 cell.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from PIL import Image
 
 from transformers import Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
 
-from .common import (
+from .base import Adapter, Control, ItemGeometry, KnownCount
+from ..tiny_models.common import (
     LM_HEADS,
     LM_HIDDEN,
     LM_INTERMEDIATE,
     LM_KV_HEADS,
     LM_LAYERS,
+    QWEN2_5_ADDED_TOKENS,
     QWEN2_SPECIAL_TOKENS,
     build_tokenizer,
     padded_vocab_size,
@@ -36,14 +47,18 @@ CHAT_TEMPLATE = (
 
 SPECIAL_TOKENS = QWEN2_SPECIAL_TOKENS
 
+#: The checkpoint's preprocessor_config.json bounds on the resized area.
+MIN_PIXELS, MAX_PIXELS = 3136, 12845056
+
 
 def build(out: Path) -> None:
     """Write a tiny Qwen2.5-VL model directory into ``out``."""
     tokenizer = build_tokenizer(SPECIAL_TOKENS, bos=None, eos="<|im_end|>", pad="<|endoftext|>",
+                                added_tokens=QWEN2_5_ADDED_TOKENS,
                                 chat_template=CHAT_TEMPLATE)
     image_processor = Qwen2VLImageProcessor(
         patch_size=14, temporal_patch_size=2, merge_size=2,
-        min_pixels=3136, max_pixels=12845056,
+        min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS,
         image_mean=[0.48145466, 0.4578275, 0.40821073],
         image_std=[0.26862954, 0.26130258, 0.27577711],
     )
@@ -75,3 +90,47 @@ def build(out: Path) -> None:
     config.architectures = ["Qwen2_5_VLForConditionalGeneration"]
     config.save_pretrained(out)
     processor.save_pretrained(out)
+
+
+def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
+             mm_kwargs: Mapping[str, Any]) -> ItemGeometry:
+    """The resized size and its grid of 28-px token cells, from ``image_grid_thw`` (in 14-px patches)."""
+    _, h, w = (int(v) for v in fields["image_grid_thw"].tolist())
+    patch, merge = hf_config.vision_config.patch_size, hf_config.vision_config.spatial_merge_size
+    return ItemGeometry(image.size if image else None, (w * patch, h * patch), (h // merge, w // merge), None)
+
+
+def resized(width: int, height: int, min_pixels: int, max_pixels: int, factor: int = 28) -> tuple[int, int]:
+    """Qwen's ``smart_resize``: each side a multiple of ``factor``, the area within the bounds."""
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return w_bar, h_bar
+
+
+def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """The resize rule with the request's bounds; shown only when it gives the server's count."""
+    w, h = resized(*image.size, mm_kwargs.get("min_pixels", MIN_PIXELS), mm_kwargs.get("max_pixels", MAX_PIXELS))
+    if (h // 28) * (w // 28) != count:
+        return None
+    return ItemGeometry(image.size, (w, h), (h // 28, w // 28), None)
+
+
+ADAPTER = Adapter(
+    name="qwen2_5_vl", title="Qwen2.5-VL", model_types=("qwen2_5_vl",), image_token="<|image_pad|>",
+    placeholder="<|vision_start|><|image_pad|><|vision_end|>",
+    controls=(Control("min_pixels", min=784, max=MAX_PIXELS, default=MIN_PIXELS),
+              Control("max_pixels", min=784, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
+    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    known_counts=(
+        KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "
+                   "(preprocessor_config.json: patch 14, merge 2, min_pixels 3136, max_pixels 12845056)"),
+        KnownCount((640, 480), 117, "max_pixels 100352 (128x28x28): 364x252 -> 9x13 cells",
+                   {"max_pixels": 100352}),
+    ),
+)

@@ -1,12 +1,23 @@
-"""Tiny LLaVA-1.5 (``llava-hf/llava-1.5-7b-hf`` layout): CLIP ViT-L/14 at 336 px -> 576 image tokens."""
+"""LLaVA-1.5 (``llava-hf/llava-1.5-7b-hf``): CLIP ViT-L/14 at 336 px -> 576 image tokens.
+
+The image is resized (short side 336) and center-cropped to 336x336; ``<image>`` expands to 576
+``<image>`` ids whatever the image size. No per-request kwargs.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+from collections.abc import Mapping
+from typing import Any
+
+from PIL import Image
+from tokenizers import processors
 from transformers import CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaProcessor
 
-from .common import (
+from .base import Adapter, ItemGeometry, KnownCount
+from ..tiny_models.common import (
     LM_HEADS,
     LM_HIDDEN,
     LM_INTERMEDIATE,
@@ -33,6 +44,9 @@ def build(out: Path) -> None:
     """Write a tiny LLaVA-1.5 model directory into ``out``."""
     tokenizer = build_tokenizer(["<unk>", "<s>", "</s>", "<image>", "<pad>"], bos="<s>", eos="</s>",
                                 pad="<pad>", unk="<unk>", chat_template=CHAT_TEMPLATE)
+    # Like the real LlamaTokenizerFast: <s> in front when special tokens are added.
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", token_id(tokenizer, "<s>"))])
     image_processor = CLIPImageProcessor(
         size={"shortest_edge": 336},
         crop_size={"height": 336, "width": 336},
@@ -69,3 +83,26 @@ def build(out: Path) -> None:
     config.architectures = ["LlavaForConditionalGeneration"]
     config.save_pretrained(out)
     processor.save_pretrained(out)
+
+
+def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
+             mm_kwargs: Mapping[str, Any]) -> ItemGeometry:
+    """The crop the vision tower saw (336x336); no grid."""
+    h, w = fields["pixel_values"].shape[-2:]
+    return ItemGeometry(image.size if image else None, (int(w), int(h)), None, None)
+
+
+def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """One token per 14-px patch of the square input."""
+    side = math.isqrt(count)
+    return ItemGeometry(image.size, (side * 14, side * 14), None, None) if side * side == count else None
+
+
+ADAPTER = Adapter(
+    name="llava", title="LLaVA-1.5", model_types=("llava",), image_token="<image>", placeholder="<image>",
+    center_crop=True, geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    known_counts=(
+        KnownCount((640, 480), 576, "CLIP 336 px crop, patch 14: (336/14)^2 = 576 for any image size"),
+        KnownCount((320, 900), 576, "the same crop for a tall image"),
+    ),
+)

@@ -1,0 +1,142 @@
+"""Every family adapter against vLLM's own renderer, without an engine (rendering is all these need):
+the real checkpoint's image-token counts, geometry equal to the processor's output, the remote rule
+agreeing with it, two images of different sizes; adapters are discovered; the generic path."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from vlm_demo import families
+from vlm_demo.registry import load_registry
+from vlm_demo.service import ChatRequest, Turn, to_openai_messages
+
+from .conftest import ROOT, make_image
+
+TINY = {spec.family: spec.name for spec in load_registry(ROOT / "models.yaml").models if spec.tiny}
+"""Family -> its tiny model's registry name."""
+CASES = [(name, i) for name, adapter in sorted(families.ADAPTERS.items()) for i in range(len(adapter.known_counts))]
+
+
+async def render(renderer, images, mm_kwargs=None, text="What is in this picture?"):
+    spec = renderer.spec
+    request = ChatRequest(model=spec.name, turns=(Turn("user", text, {"image": tuple(images)}),))
+    return await renderer.render(to_openai_messages(request), {**spec.default_mm_kwargs(), **(mm_kwargs or {})})
+
+
+def image_counts(rendered) -> list[int]:
+    token = rendered.token_ids["image"]
+    ids = rendered.prompt_token_ids
+    return [sum(1 for t in ids[r.offset:r.offset + r.length] if t == token) for r in rendered.ranges["image"]]
+
+
+def test_every_adapter_has_a_tiny_model_and_known_counts():
+    for name, adapter in families.ADAPTERS.items():
+        assert adapter.build_tiny and adapter.known_counts, name
+        assert name in TINY, f"models.yaml has no tiny entry for {name}"
+        assert adapter.model_types and adapter.image_token, name
+
+
+@pytest.mark.parametrize(("family", "case"), CASES)
+async def test_tiny_model_gives_the_real_checkpoints_count(renderer, family, case):
+    adapter = families.get(family)
+    known = adapter.known_counts[case]
+    image = make_image(*known.size)
+    rendered = await render(renderer(TINY[family]), [image], dict(known.mm_kwargs))
+    assert image_counts(rendered) == [known.count], known.source
+    (geometry,) = rendered.geometry["image"]
+    assert geometry.orig_size == known.size
+    if adapter.geometry_from_count is not None:  # the remote rule agrees with the processor's output
+        kwargs = {**renderer(TINY[family]).spec.default_mm_kwargs(), **known.mm_kwargs}
+        assert adapter.geometry_from_count(known.count, image, kwargs) in (geometry, None)
+        assert adapter.geometry_from_count(known.count + 1, image, kwargs) is None  # never a guess
+
+
+@pytest.mark.parametrize("family", sorted(families.ADAPTERS))
+async def test_two_images_of_different_sizes_expand_as_each_alone(renderer, family):
+    """Each image's range holds what it gets alone, in order (vLLM 0.32's Ovis processor failed here)."""
+    r = renderer(TINY[family])
+    a, b = make_image(640, 480, seed=1), make_image(320, 320, seed=2)
+    both = await render(r, [a, b])
+    alone = [image_counts(await render(r, [a]))[0], image_counts(await render(r, [b]))[0]]
+    assert image_counts(both) == alone
+    assert [g.orig_size for g in both.geometry["image"]] == [(640, 480), (320, 320)]
+    assert both.geometry_note is None and both.family == family
+
+
+def test_adding_a_family_is_one_file(tmp_path):
+    """The adapters are discovered: a module dropped into the package is a family, with nothing else edited."""
+    shutil.copytree(ROOT / "vlm_demo", tmp_path / "vlm_demo", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "vlm_demo" / "families" / "my_family.py").write_text(
+        "from .base import Adapter\nADAPTER = Adapter(name='my_family', title='Mine', model_types=('mine',))\n")
+    code = ("from vlm_demo import families; a = families.for_model_type('mine'); "
+            "print(a.name, sorted(families.ADAPTERS))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    name, *_ = out.stdout.split()
+    assert name == "my_family" and "'my_family'" in out.stdout
+
+
+# --- the generic path: a family with no adapter (LLaVA-NeXT) -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llava_next_dir(tmp_path_factory):
+    from .tiny_llava_next import build
+
+    directory = tmp_path_factory.mktemp("tiny-llava-next")
+    build(directory)
+    return directory
+
+
+async def test_a_model_with_no_adapter_renders_as_vllm_does(llava_next_dir, registry, engines):
+    from vlm_demo.engine.local import chat_params
+
+    spec = registry.spec_for_directory(llava_next_dir, max_model_len=8192)
+    assert spec.family == "generic" and spec.engine_args.load_format == "dummy"
+    r = engines.start_renderer(spec)
+    images = [make_image(640, 480, seed=3), make_image(320, 320, seed=4)]
+    rendered = await render(r, images)
+    assert rendered.placeholders == {"image": "<image>"} and rendered.family == "generic"
+    assert rendered.geometry_note == "no geometry adapter for llava_next"
+    assert image_counts(rendered) == [2340, 1176]  # 640x480: 2x2 tiles of 336 px, as the real checkpoint
+    assert [g.grid for g in rendered.geometry["image"]] == [None, None]
+    request = ChatRequest(model=spec.name, turns=(Turn("user", "What is in this picture?", {"image": tuple(images)}),))
+    # vLLM's one-call renderer, with the tokenize settings the OpenAI server's chat request builds
+    server_tok = dataclasses.replace(r._renderer.default_chat_tok_params, add_special_tokens=False)
+    _, (reference,) = await r._renderer.render_chat_async([to_openai_messages(request)], chat_params({}), server_tok,
+                                                           skip_mm_cache=True)
+    assert list(rendered.prompt_token_ids) == list(reference["prompt_token_ids"])
+
+
+def test_cli_inspects_a_directory_with_no_adapter(llava_next_dir):
+    image = ROOT / "assets" / "bar-chart.png"
+    out = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", str(llava_next_dir), "--image",
+                          str(image), "--text", "Best quarter?", "--max-model-len", "8192", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads(out.stdout)
+    assert data["family"] == "generic" and data["geometry_note"] == "no geometry adapter for llava_next"
+    assert data["images"][0]["placeholder"] == "<image>" and data["images"][0]["count"] > 1000
+    assert "Traceback" not in out.stderr
+
+
+def test_a_text_only_model_is_refused_in_one_line(tmp_path):
+    from transformers import Qwen2Config
+
+    from vlm_demo.tiny_models.common import build_tokenizer
+
+    build_tokenizer(["<|endoftext|>"], bos=None, eos="<|endoftext|>").save_pretrained(tmp_path)
+    config = Qwen2Config(hidden_size=128, intermediate_size=256, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=1, vocab_size=320)
+    config.architectures = ["Qwen2ForCausalLM"]
+    config.save_pretrained(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", str(tmp_path), "--text", "hi"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == ("error: tmp: Qwen2ForCausalLM is not a multimodal model in vLLM; "
+                                                  "this app needs a model that takes images").replace("tmp", tmp_path.name)

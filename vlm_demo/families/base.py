@@ -1,0 +1,116 @@
+"""What a family adapter is: everything the app knows about one family of vision-language models.
+
+One module per family in this package defines ``ADAPTER = Adapter(...)``; the package discovers them
+(nothing lists them by hand). A model with no adapter goes through ``generic``, which asks vLLM.
+Adapters import no vLLM code: the engine layer hands them the processor's output as plain tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from PIL import Image
+
+
+@dataclass(frozen=True)
+class ItemGeometry:
+    """How the engine's processor treated one image (or video), as far as the family's rule tells."""
+
+    orig_size: tuple[int, int] | None
+    """Width and height of the input as uploaded (None for precomputed embeddings)."""
+    processed_size: tuple[int, int] | None
+    """Width and height the vision encoder saw (resized / tiled canvas), where the family resizes."""
+    grid: tuple[int, int] | None
+    """Rows and columns: tiles, partitions, crops or token cells; None where there is no grid."""
+    thumbnail: bool | None
+    """Whether a global (thumbnail) view was added to the tiles; None where there is no such view."""
+
+
+def no_geometry(image: Image.Image | None) -> ItemGeometry:
+    """The geometry of an input whose processing the app cannot describe: its size only."""
+    return ItemGeometry(image.size if image is not None else None, None, None, None)
+
+
+@dataclass(frozen=True)
+class Control:
+    """One per-request processor kwarg a family offers (``mm_processor_kwargs``), with its type."""
+
+    kwarg: str
+    """The kwarg's name, as vLLM's processor takes it (``max_pixels``, ``do_pan_and_scan``)."""
+    kind: Literal["int", "bool"] = "int"
+    """``int``: a slider between ``min`` and ``max``; ``bool``: a checkbox."""
+    min: int | None = None
+    """Smallest value the processor accepts (int controls)."""
+    max: int | None = None
+    """Largest value the processor accepts (int controls)."""
+    sizes_cache: bool = False
+    """The value sizes the engine's encoder cache: the engine starts with the registry's largest."""
+    default: int | bool | None = None
+    """The real checkpoint's own value (its processor config), where the page starts the control."""
+
+
+@dataclass(frozen=True)
+class KnownCount:
+    """An image-token count of the real checkpoint, which the tiny model must give too."""
+
+    size: tuple[int, int]
+    """Width and height of the test image."""
+    count: int
+    """Image-feature tokens (ids equal to the image token) the real checkpoint's processor gives."""
+    source: str
+    """Where the number comes from (the processor rule and config values that give it)."""
+    mm_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Per-request kwargs for this case."""
+
+
+#: geometry(fields, image, hf_config, mm_kwargs): ``fields`` is one item's processor output
+#: ({name: tensor}), ``image`` the decoded input (None for embeddings); None when the rule does not apply.
+GeometryFn = Callable[[Mapping[str, Any], "Image.Image | None", Any, Mapping[str, Any]], "ItemGeometry | None"]
+#: geometry_from_count(count, image, mm_kwargs): the geometry a remote server's count implies, or None.
+CountGeometryFn = Callable[[int, Image.Image, Mapping[str, Any]], "ItemGeometry | None"]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """Everything the app knows about one family. Only ``name`` and ``title`` are required: what an
+    adapter leaves out, the app takes from vLLM at run time (as for a model with no adapter)."""
+
+    name: str
+    """Key used in ``models.yaml`` (``family:``) and on the command line."""
+    title: str
+    """Human name of the family."""
+    model_types: tuple[str, ...] = ()
+    """``model_type`` values in config.json of this family's checkpoints (how ``family: auto`` finds it)."""
+    image_token: str | None = None
+    """The token that fills an image's placeholder range after expansion (None: found from vLLM's ranges)."""
+    placeholder: str | None = None
+    """Text standing for one image in the chat template's output, before expansion (None: asked of vLLM)."""
+    controls: tuple[Control, ...] = ()
+    """Per-request processor kwargs the family offers; registry controls must be among them."""
+    center_crop: bool = False
+    """The processor center-crops to a square (the picture shows the crop)."""
+    range_markers: tuple[str, str] = ("", "")
+    """Tokens that open and close an image's range around its image tokens ("" for none); a remote
+    server without the render endpoint gives ids only, and the ranges are derived with these."""
+    ranges_from_ids: bool = True
+    """Whether image ranges can be derived from the expanded ids at all (image-token runs plus markers)."""
+    geometry: GeometryFn | None = None
+    """Geometry from the engine's processor output; None: the page says there is no geometry adapter."""
+    geometry_from_count: CountGeometryFn | None = None
+    """Geometry from the image size, kwargs and a server's token count (remote servers), or None."""
+    build_tiny: Callable[[Path], None] | None = None
+    """Writes a tiny offline model of this family (config, tokenizer, processor, template) into a folder."""
+    known_counts: tuple[KnownCount, ...] = ()
+    """Image-token counts of the real checkpoint, asserted on the tiny model by the tests."""
+
+    def control(self, kwarg: str) -> Control | None:
+        """The control for ``kwarg``, if the family offers it."""
+        return next((c for c in self.controls if c.kwarg == kwarg), None)
+
+    @property
+    def cache_sizing_kwargs(self) -> frozenset[str]:
+        """Kwargs whose largest value the engine must start with."""
+        return frozenset(c.kwarg for c in self.controls if c.sizes_cache)

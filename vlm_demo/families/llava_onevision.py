@@ -1,0 +1,178 @@
+"""LLaVA-OneVision, as ``llava-hf/llava-onevision-qwen2-0.5b-ov-hf`` (SigLIP 384 px / patch 14 + Qwen2).
+
+Each ``<image>`` becomes 729 base-view tokens (27x27) plus the anyres tiles of the best-fit pinpoint
+(384-px tiles, up to 6x6), unpadded to the image's aspect, pooled to ~9 tiles' worth, one newline per row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+from transformers import (
+    LlavaOnevisionConfig,
+    LlavaOnevisionImageProcessor,
+    LlavaOnevisionProcessor,
+    LlavaOnevisionVideoProcessor,
+    Qwen2Config,
+    SiglipVisionConfig,
+)
+
+from ..tiny_models.common import (
+    LM_HEADS,
+    LM_HIDDEN,
+    LM_INTERMEDIATE,
+    LM_KV_HEADS,
+    LM_LAYERS,
+    build_tokenizer,
+    padded_vocab_size,
+    token_id,
+)
+from .base import Adapter, ItemGeometry, KnownCount
+
+TILE = 384
+"""SigLIP input size: the base view and every anyres tile are 384x384."""
+PATCH = 14
+"""SigLIP patch size: 384 // 14 = 27 features per side, 729 per tile."""
+MAX_TILES = 9
+"""``anyres_max_9``: tile features above ~9 tiles' worth are pooled down."""
+PINPOINTS = [[h, w] for h in range(TILE, 6 * TILE + 1, TILE) for w in range(TILE, 6 * TILE + 1, TILE)]
+"""``image_grid_pinpoints`` of the real checkpoint: (height, width), 1x1 to 6x6 tiles of 384 px."""
+
+# chat_template.json of the llava-hf OneVision checkpoints, as transformers' conversion script
+# (models/llava_onevision/convert_llava_onevision_weights_to_hf.py) writes it. Images go first,
+# as "<image>\n", so the content format is "openai".
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n'}}{# Render all images first #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}{{ '<image>\n' }}"
+    "{% endfor %}{# Render all video then #}{% for content in message['content'] | selectattr('type', "
+    "'equalto', 'video') %}{{ '<video>\n' }}{% endfor %}{# Render all text next #}{% if message['role'] != "
+    "'assistant' %}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{{ content['text'] }}{% endfor %}{% else %}{% for content in message['content'] | selectattr('type', "
+    "'equalto', 'text') %}{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}{% endif %}"
+    "{{'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+#: Added tokens of the real tokenizer: Qwen2-0.5B-Instruct's three (ids 151643-151645), then the
+#: conversion's <image> (151646, config image_token_index) and <video> (151647, video_token_index).
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"]
+
+
+def _best_resolution(height: int, width: int, pinpoints: list[list[int]]) -> tuple[int, int]:
+    """The pinpoint (height, width) the image is resized into: transformers' ``select_best_resolution``."""
+    best, best_effective, best_wasted = (0, 0), 0, math.inf
+    for pin_h, pin_w in pinpoints:
+        scale = min(pin_w / width, pin_h / height)
+        effective = min(int(width * scale) * int(height * scale), width * height)
+        wasted = pin_w * pin_h - effective
+        if effective > best_effective or (effective == best_effective and wasted < best_wasted):
+            best, best_effective, best_wasted = (pin_h, pin_w), effective, wasted
+    return best
+
+
+def _token_count(height: int, width: int, rows: int, cols: int, side: int = TILE // PATCH) -> int:
+    """Image tokens for a ``rows`` x ``cols`` tiling: base view + unpadded (pooled) tile features + newlines."""
+    cur_h, cur_w = side * rows, side * cols
+    if width / height > cur_w / cur_h:
+        cur_h -= (cur_h - int(round(height * (cur_w / width), 7))) // 2 * 2
+    else:
+        cur_w -= (cur_w - int(round(width * (cur_h / height), 7))) // 2 * 2
+    features, newlines = cur_h * cur_w, cur_h
+    ratio = math.sqrt(cur_h * cur_w / (MAX_TILES * side**2))
+    if ratio > 1.1:
+        features, newlines = int(cur_h // ratio) * int(cur_w // ratio), int(cur_h // ratio)
+    return features + newlines + side * side
+
+
+def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
+             mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """Tile grid and best-fit canvas from the processor's ``image_sizes`` and the config's pinpoints
+    (the same rule vLLM's model applies to these fields); the base view is the thumbnail."""
+    sizes, pixels = fields.get("image_sizes"), fields.get("pixel_values")
+    if sizes is None or pixels is None:  # precomputed embeddings
+        return None
+    height, width = (int(v) for v in sizes.reshape(-1).tolist())
+    tile = hf_config.vision_config.image_size
+    best_h, best_w = _best_resolution(height, width, hf_config.image_grid_pinpoints)
+    rows, cols = best_h // tile, best_w // tile
+    # pixel_values: base view + rows*cols tiles (more rows only as batch padding beside a larger image)
+    if pixels.shape[0] < 1 + rows * cols or tuple(pixels.shape[-2:]) != (tile, tile):
+        return None
+    return ItemGeometry((width, height), (best_w, best_h), (rows, cols), True)
+
+
+def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """The tiling the real pinpoints give this image, if it gives exactly ``count`` tokens."""
+    width, height = image.size
+    best_h, best_w = _best_resolution(height, width, PINPOINTS)
+    rows, cols = best_h // TILE, best_w // TILE
+    if _token_count(height, width, rows, cols) != count:
+        return None
+    return ItemGeometry(image.size, (best_w, best_h), (rows, cols), True)
+
+
+def build(out: Path) -> None:
+    """Write a tiny LLaVA-OneVision model directory (real processor geometry, tiny towers) into ``out``."""
+    tokenizer = build_tokenizer(SPECIAL_TOKENS, bos=None, eos="<|im_end|>", pad="<|endoftext|>",
+                                chat_template=CHAT_TEMPLATE)
+    siglip = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 3,
+              "size": {"height": TILE, "width": TILE}}
+    processor = LlavaOnevisionProcessor(
+        image_processor=LlavaOnevisionImageProcessor(image_grid_pinpoints=PINPOINTS, do_pad=True, **siglip),
+        video_processor=LlavaOnevisionVideoProcessor(**siglip),
+        tokenizer=tokenizer,
+        num_image_tokens=(TILE // PATCH) ** 2,
+        vision_feature_select_strategy="full",
+        vision_aspect_ratio=f"anyres_max_{MAX_TILES}",
+        chat_template=CHAT_TEMPLATE,
+    )
+    config = LlavaOnevisionConfig(
+        vision_config=SiglipVisionConfig(
+            hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+            image_size=TILE, patch_size=PATCH, vision_use_head=False,
+        ).to_dict(),
+        text_config=Qwen2Config(
+            hidden_size=LM_HIDDEN, intermediate_size=LM_INTERMEDIATE, num_hidden_layers=LM_LAYERS,
+            num_attention_heads=LM_HEADS, num_key_value_heads=LM_KV_HEADS,
+            vocab_size=padded_vocab_size(tokenizer), max_position_embeddings=32768,
+            bos_token_id=token_id(tokenizer, "<|endoftext|>"), eos_token_id=token_id(tokenizer, "<|im_end|>"),
+            tie_word_embeddings=False,
+        ).to_dict(),
+        image_token_index=token_id(tokenizer, "<image>"),
+        video_token_index=token_id(tokenizer, "<video>"),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+        image_grid_pinpoints=PINPOINTS,
+        vision_aspect_ratio=f"anyres_max_{MAX_TILES}",
+        projector_hidden_act="gelu",
+        multimodal_projector_bias=True,
+        tie_word_embeddings=False,
+    )
+    config.architectures = ["LlavaOnevisionForConditionalGeneration"]
+    config.save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+_SOURCE = ("transformers 5.19 LlavaOnevisionProcessor on the real values (num_image_tokens 729, "
+           "vision_feature_select_strategy full, anyres_max_9, the 36 pinpoints; vLLM 0.32 renders the same): ")
+
+ADAPTER = Adapter(
+    name="llava_onevision",
+    title="LLaVA-OneVision",
+    model_types=("llava_onevision",),
+    image_token="<image>",
+    placeholder="<image>",
+    controls=(),
+    geometry=geometry,
+    geometry_from_count=geometry_from_count,
+    build_tiny=build,
+    known_counts=(
+        KnownCount((640, 480), 2929, _SOURCE + "2x2 tiles (768x768), unpadded to 40x54 + 40 newlines + 729 base"),
+        KnownCount((320, 320), 1485, _SOURCE + "1x1 tile (384x384), 27x27 + 27 newlines + 729 base"),
+        KnownCount((1920, 1080), 7269, _SOURCE + "3x5 tiles (1920x1152), 81x135 unpadded to 75x135, pooled "
+                   "(anyres_max_9) to 60x108 + 60 newlines + 729 base"),
+    ),
+)

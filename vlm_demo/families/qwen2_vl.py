@@ -1,0 +1,123 @@
+"""Qwen2-VL (``Qwen/Qwen2-VL-2B-Instruct``): patch 14, merge 2 -> one token per 28x28 px.
+
+The image is resized so each side is a multiple of 28 and its area lies in [min_pixels, max_pixels];
+``<|vision_start|><|image_pad|><|vision_end|>`` expands to one ``<|image_pad|>`` per 28x28 cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from transformers import Qwen2VLConfig, Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
+
+from .base import Adapter, Control, ItemGeometry, KnownCount
+from .qwen2_5_vl import resized
+from ..tiny_models.common import (
+    LM_HEADS,
+    LM_HIDDEN,
+    LM_INTERMEDIATE,
+    LM_KV_HEADS,
+    LM_LAYERS,
+    QWEN2_SPECIAL_TOKENS,
+    build_tokenizer,
+    padded_vocab_size,
+    token_id,
+)
+
+# The chat template of Qwen/Qwen2-VL-2B-Instruct (content format "openai"); Qwen2.5-VL kept it unchanged.
+CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
+    "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n{% else %}"
+    "{% for content in message['content'] %}{% if content['type'] == 'image' or 'image' in content or "
+    "'image_url' in content %}{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}"
+    "Picture {{ image_count.value }}: {% endif %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}{% set video_count.value = "
+    "video_count.value + 1 %}{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
+    "<|vision_start|><|video_pad|><|vision_end|>{% elif 'text' in content %}{{ content['text'] }}"
+    "{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}"
+    "<|im_start|>assistant\n{% endif %}"
+)
+
+#: The checkpoint's preprocessor_config.json bounds on the resized area (images and video frames).
+MIN_PIXELS, MAX_PIXELS = 3136, 12845056
+FACTOR = 28  # 14-px patches, 2x2 merged into one token
+
+
+def build(out: Path) -> None:
+    """Write a tiny Qwen2-VL model directory into ``out``."""
+    # The checkpoint's tokenizer adds exactly Qwen2's 14 special tokens (vocabulary 151657).
+    tokenizer = build_tokenizer(QWEN2_SPECIAL_TOKENS, bos=None, eos="<|im_end|>", pad="<|endoftext|>",
+                                chat_template=CHAT_TEMPLATE, extra={"model_max_length": 32768})
+    clip_normal = dict(image_mean=[0.48145466, 0.4578275, 0.40821073],
+                       image_std=[0.26862954, 0.26130258, 0.27577711])
+    geometry_kwargs = dict(patch_size=14, temporal_patch_size=2, merge_size=2,
+                           min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS, **clip_normal)
+    processor = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(**geometry_kwargs), tokenizer=tokenizer,
+                                 video_processor=Qwen2VLVideoProcessor(**geometry_kwargs),
+                                 chat_template=CHAT_TEMPLATE)
+    head_dim = LM_HIDDEN // LM_HEADS
+    ids = {name: token_id(tokenizer, tok) for name, tok in [
+        ("image_token_id", "<|image_pad|>"), ("video_token_id", "<|video_pad|>"),
+        ("vision_start_token_id", "<|vision_start|>"), ("vision_end_token_id", "<|vision_end|>"),
+        ("vision_token_id", "<|vision_pad|>")]}
+    config = Qwen2VLConfig(
+        text_config=dict(
+            hidden_size=LM_HIDDEN, intermediate_size=LM_INTERMEDIATE, num_hidden_layers=LM_LAYERS,
+            num_attention_heads=LM_HEADS, num_key_value_heads=LM_KV_HEADS,
+            vocab_size=padded_vocab_size(tokenizer), max_position_embeddings=32768,
+            # The real [16, 24, 24] (of head_dim 128) halved: the sections must sum to head_dim / 2.
+            rope_parameters={"rope_type": "default", "rope_theta": 1000000.0,
+                             "mrope_section": [head_dim // 8, 3 * head_dim // 16, 3 * head_dim // 16]},
+            eos_token_id=token_id(tokenizer, "<|im_end|>"), bos_token_id=token_id(tokenizer, "<|endoftext|>"),
+            tie_word_embeddings=True,
+        ),
+        vision_config=dict(
+            depth=2, embed_dim=128, hidden_size=LM_HIDDEN, mlp_ratio=4, num_heads=2, hidden_act="quick_gelu",
+            patch_size=14, spatial_merge_size=2, temporal_patch_size=2, in_channels=3,
+        ),
+        tie_word_embeddings=True,
+        **ids,
+    )
+    config.architectures = ["Qwen2VLForConditionalGeneration"]
+    config.save_pretrained(out)
+    processor.save_pretrained(out)
+
+
+def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
+             mm_kwargs: Mapping[str, Any]) -> ItemGeometry:
+    """The resized size and its grid of 28-px token cells, from ``image_grid_thw`` (in 14-px patches)."""
+    _, h, w = (int(v) for v in fields["image_grid_thw"].tolist())
+    patch, merge = hf_config.vision_config.patch_size, hf_config.vision_config.spatial_merge_size
+    return ItemGeometry(image.size if image else None, (w * patch, h * patch), (h // merge, w // merge), None)
+
+
+def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """The resize rule with the request's bounds (as vLLM resolves them: ``size``, then ``min_pixels`` /
+    ``max_pixels``); shown only when it gives the server's count."""
+    size = {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS, **(mm_kwargs.get("size") or {})}
+    w, h = resized(*image.size, mm_kwargs.get("min_pixels", size["shortest_edge"]),
+                   mm_kwargs.get("max_pixels", size["longest_edge"]), FACTOR)
+    if (h // FACTOR) * (w // FACTOR) != count:
+        return None
+    return ItemGeometry(image.size, (w, h), (h // FACTOR, w // FACTOR), None)
+
+
+ADAPTER = Adapter(
+    name="qwen2_vl", title="Qwen2-VL", model_types=("qwen2_vl",), image_token="<|image_pad|>",
+    placeholder="<|vision_start|><|image_pad|><|vision_end|>",
+    controls=(Control("min_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, default=3136),
+              Control("max_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
+    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    known_counts=(
+        KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "
+                   "(preprocessor_config.json: patch 14, merge 2, min_pixels 3136, max_pixels 12845056)"),
+        KnownCount((640, 480), 117, "max_pixels 100352 (128x28x28): 364x252 -> 9x13 cells",
+                   {"max_pixels": 100352}),
+    ),
+)
