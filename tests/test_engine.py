@@ -181,7 +181,8 @@ async def test_ovis_partitions(service, engines):
     await check_expansion(service, engines, "tiny-ovis2")
 
 
-@pytest.mark.parametrize("problem", ["no such directory", "not a model", "broken config", "not enough memory"])
+@pytest.mark.parametrize("problem", ["no such directory", "not a model", "broken config", "not enough memory",
+                                     "weights vLLM cannot load"])
 async def test_an_engine_that_cannot_start_names_the_cause(problem, settings, registry, tmp_path):
     import json
 
@@ -192,7 +193,9 @@ async def test_an_engine_that_cannot_start_names_the_cause(problem, settings, re
     spec = registry.get("tiny-llava-1.5")
     expected = {"no such directory": "is not a model directory", "not a model": "is not a model directory",
                 "broken config": "could not start broken .*no_such_architecture",
-                "not enough memory": "not enough memory to start"}
+                "not enough memory": "not enough memory to start",
+                # the engine process's own error, not "Engine core initialization failed. See root cause above"
+                "weights vLLM cannot load": r"could not start broken .*Error: .*vision_tower"}
     if problem == "not enough memory":
         manager = EngineManager(dataclasses.replace(settings, cpu_kv_cache_gib=100_000.0))
     else:
@@ -202,6 +205,14 @@ async def test_an_engine_that_cannot_start_names_the_cause(problem, settings, re
             model_dir.mkdir()
         if problem == "broken config":
             (model_dir / "config.json").write_text(json.dumps({"model_type": "no_such_architecture"}))
+        if problem == "weights vLLM cannot load":  # a LLaVA saved by transformers 5: names vLLM 0.32 does not map
+            from transformers import AutoConfig, AutoProcessor, LlavaForConditionalGeneration
+
+            from vlm_demo.tiny_models import tiny_model_dir
+
+            tiny = tiny_model_dir("llava", settings.cache_dir / "tiny-models")
+            LlavaForConditionalGeneration(AutoConfig.from_pretrained(tiny)).save_pretrained(model_dir)
+            AutoProcessor.from_pretrained(tiny).save_pretrained(model_dir)
         spec = ModelSpec(name="broken", label="Broken", family="llava", path=str(model_dir))
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(EngineStartError, match=expected[problem]) as caught:

@@ -252,7 +252,10 @@ LIMIT_CASES = {
     "conversation image cap": ([("user", "a", 3), ("assistant", "b", 0), ("user", "c", 3)], "", {},
                                "the conversation holds 6 images; tiny-qwen2.5-vl takes at most 4"),
     "slider out of range": ([("user", "hi", 1)], "", {"max_pixels": 10**9}, "max_pixels=1000000000 is outside"),
-    "unknown image setting": ([("user", "hi", 1)], "", {"max_partition": 4}, "has no image setting 'max_partition'"),
+    "unknown image setting": ([("user", "hi", 1)], "", {"max_partition": 4}, "has no setting 'max_partition'"),
+    "setting of the wrong type": ([("user", "hi", 1)], "", {"max_pixels": "lots"},
+                                  "max_pixels must be a whole number (got 'lots')"),
+    "bool for a slider": ([("user", "hi", 1)], "", {"max_pixels": True}, "max_pixels must be a whole number"),
     "empty question": ([("user", " ", 0)], "", {}, "type a question or add an image"),
 }
 

@@ -407,7 +407,7 @@ def test_registry_reads_an_endpoint_entry():
         (("https://vllm.example.com:8000/", "https://me:pw@vllm.example.com/"), "must not hold credentials"),
         (("https://vllm.example.com:8000/", "https://vllm.example.com/?key=sk-1"), "must not hold credentials"),
         (("    served_model_name: Qwen/Qwen2.5-VL-72B-Instruct\n", ""), "needs served_model_name"),
-        (("    family: qwen2_5_vl\n", ""), "key 'family'"),
+        (("    family: qwen2_5_vl\n", "    family: gpt\n"), "unknown family 'gpt'"),
         (("{image: 2}}", "{image: 2}, tensor_parallel_size: 8}"), "tensor_parallel_size'] belong to the server"),
         (("    endpoint: https://vllm.example.com:8000/\n", "    repo: org/m\n"), "belong to an endpoint entry"),
         (("    endpoint: https://vllm.example.com:8000/\n", "    endpoint: http://h:1\n    tiny: true\n"),
@@ -427,10 +427,13 @@ def test_spec_for_endpoint(registry: Registry):
     spec = registry.spec_for_endpoint("http://127.0.0.1:8000", "Qwen/Qwen2.5-VL-3B-Instruct")
     assert spec.family == "qwen2_5_vl" and spec.controls == registry.get("qwen2.5-vl-3b").controls
     assert spec.name == "Qwen-Qwen2.5-VL-3B-Instruct" and spec.served_model_name == "Qwen/Qwen2.5-VL-3B-Instruct"
-    with pytest.raises(RegistryError, match="give its family"):
-        registry.spec_for_endpoint("http://127.0.0.1:8000", "my-model")
+    unknown = registry.spec_for_endpoint("http://127.0.0.1:8000/v1/", "my-model")  # as OpenAI clients take it
+    assert unknown.family == "auto" and unknown.controls == () and unknown.endpoint == "http://127.0.0.1:8000"
     other = registry.spec_for_endpoint("http://127.0.0.1:8000", "my-model", family="internvl")
     assert other.family == "internvl" and other.controls == registry.get("internvl2.5-1b-mpo").controls
+    borrowed = registry.spec_for_endpoint("http://127.0.0.1:8000", "my-model", family="qwen2_5_vl")
+    assert [c.kwarg for c in borrowed.controls] == ["min_pixels", "max_pixels"]
+    assert borrowed.default_mm_kwargs() == {}  # the entry's max_pixels default is not sent to another model
     with pytest.raises(RegistryError, match="endpoint must be an http"):
         registry.spec_for_endpoint("gpu-box:8000", "my-model", family="llava")
 

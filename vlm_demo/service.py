@@ -193,6 +193,10 @@ class ChatService:
                     "images go in as "
                     "attachments and the chat template adds its own markers, so remove it from the text")
         mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
+        known = getattr(engine, "processor_kwargs", None)
+        if engine.adapter.name == "generic" and known is not None:  # an adapter's controls are checked already
+            for key in mm_kwargs.keys() - known:
+                raise InputError(f"{spec.name}'s processor takes no per-request setting {key!r}")
         rendered = await engine.render(to_openai_messages(request), mm_kwargs)
         if len(rendered.prompt_token_ids) >= engine.max_model_len:
             raise InputError(

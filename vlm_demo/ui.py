@@ -377,8 +377,9 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         inspect_inputs = [box, state, model, system, *sliders, urls]
         inspect_outputs = [prompt_box, runs_box, table, gallery, budget, engine_state, stats]
         inspect_btn.click(inspect_only, inspect_inputs, inspect_outputs, api_name="inspect")
-        for slider in sliders:
-            slider.release(inspect_only, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last")
+        for control in sliders:  # a slider on release, a checkbox on each click
+            moved = control.input if isinstance(control, gr.Checkbox) else control.release
+            moved(inspect_only, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last")
         model.change(control_updates, model, sliders, api_name=False).then(
             lambda name: _state_text(service, name), model, engine_state, api_name=False).then(
             load_model, model, engine_state, api_name="load_model")

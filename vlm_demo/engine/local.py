@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import os
+import re
 import time
 import uuid
 from collections import Counter, OrderedDict
@@ -90,6 +91,16 @@ class Renderer:
         """Per modality the model takes, the text standing for one item before expansion: the
         adapter's, else the model's own (vLLM's ``get_placeholder_str``), else its HF processor's."""
         return placeholders(self.model_config, self.adapter, self.modalities)
+
+    @functools.cached_property
+    def processor_kwargs(self) -> frozenset[str] | None:
+        """The per-request kwargs the model's HF processor declares for its media (vLLM's
+        ``get_supported_mm_processor_kwargs``), or None where the processor does not say (vLLM's own)."""
+        try:
+            scopes = self._renderer.get_mm_processor().info.get_supported_mm_processor_kwargs()
+        except Exception:  # noqa: BLE001 - a processor of vLLM's own declares nothing
+            return None
+        return frozenset(k for scope, names in scopes.items() if scope != "text_kwargs" for k in names)
 
     @functools.cached_property
     def modalities(self) -> tuple[str, ...]:
@@ -482,16 +493,19 @@ class EngineManager:
             raise EngineStartError(
                 f"not enough memory to start {spec.name}: its KV cache needs {need / 2**30:.1f} GiB, "
                 f"{free / 2**30:.1f} GiB is free (lower VLLM_DEMO_CPU_KV_CACHE_GIB or stop other programs)")
+        log_file = engine_log_file(self.settings)  # before the config, which takes vLLM's logging setup
         adapter, config = self._config(spec)
         before = _descendants()
+        log_start = log_file.stat().st_size if log_file.exists() else 0
         t0 = time.perf_counter()
         try:
             llm = AsyncLLM.from_vllm_config(config)
         except Exception as exc:  # vLLM raises many kinds; the user needs the cause in one line
             for proc in _procs(frozenset(_descendants() - before)):
                 proc.kill()
-            raise EngineStartError(f"could not start {spec.name} ({config.model_config.model}): "
-                                   f"{_root_cause(exc)}") from exc
+            # The engine process's own error is only in its log ("See root cause above"): name it.
+            cause = _logged_error(log_file, log_start) or _root_cause(exc)
+            raise EngineStartError(f"could not start {spec.name} ({config.model_config.model}): {cause}") from exc
         applied = apply_workarounds(llm, llm.model_config)
         log.info("started %s in %.1f s%s", spec.name, time.perf_counter() - t0,
                  f" (vLLM workarounds: {', '.join(applied)})" if applied else "")
@@ -546,6 +560,44 @@ def resolve_adapter(spec: ModelSpec, model_dir: str) -> Adapter:
     except (OSError, ValueError) as exc:
         raise EngineStartError(f"could not start {spec.name}: {model_dir} has no readable config.json ({exc})") from None
     return families.for_model_type(model_type)
+
+
+def engine_log_file(settings: Settings) -> Path:
+    """The file vLLM's engine processes started from here also log their warnings and errors to (set up
+    once a process, unless the user configures vLLM's logging), so a failed start can name its cause."""
+    path = settings.cache_dir / "logs" / f"engine-{os.getpid()}.log"
+    if os.environ.get("VLLM_LOGGING_CONFIG_PATH") or os.environ.get("VLLM_CONFIGURE_LOGGING") == "0":
+        return path
+    import copy
+
+    from vllm.logger import DEFAULT_LOGGING_CONFIG
+
+    config = copy.deepcopy(DEFAULT_LOGGING_CONFIG)
+    config["handlers"]["vlm_demo_file"] = {"class": "logging.FileHandler", "filename": str(path),
+                                          "formatter": "vllm", "level": "WARNING"}
+    config["loggers"]["vllm"]["handlers"] = [*config["loggers"]["vllm"]["handlers"], "vlm_demo_file"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config_file = path.with_suffix(".json")
+    config_file.write_text(json.dumps(config))
+    os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(config_file)  # read by each engine process at start
+    return path
+
+
+def _logged_error(log_file: Path, start: int, limit: int = 300) -> str | None:
+    """The first exception (``SomeError: message``) logged to ``log_file`` after ``start`` that is not a
+    wrapper pointing elsewhere ("See root cause above", "See stack trace for root cause")."""
+    try:
+        with open(log_file, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    for name, message in re.findall(r"\b([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", text, flags=re.MULTILINE):
+        if "root cause" in message:
+            continue
+        line = f"{name.rsplit('.', 1)[-1]}: {message.strip()}"
+        return line if len(line) <= limit else line[: limit - 1] + "…"
+    return None
 
 
 def _root_cause(exc: BaseException, limit: int = 300) -> str:

@@ -301,6 +301,9 @@ class RemoteEngine:
     def _prompt_text(self, ids: Sequence[int], ranges: Sequence[ItemRange], token_id: int) -> str:
         """The chat template's output before expansion: each image range back to what it expanded from."""
         family = self.adapter
+        if family.unexpand is not None:  # the expansion merged into the text around it: undo it on the text
+            return family.unexpand("".join(value if kind == "special" else self._decoded.get(value, "")
+                                           for kind, value in self._pieces(ids, ())))
         # A range inside the placeholder text (Qwen: the pads between vision start/end) came from the
         # image token; a range that is the whole expansion came from the placeholder itself. Without
         # an adapter, the feature token stands in.

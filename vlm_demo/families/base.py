@@ -101,6 +101,10 @@ class Adapter:
     """Geometry from the engine's processor output; None: the page says there is no geometry adapter."""
     geometry_from_count: CountGeometryFn | None = None
     """Geometry from the image size, kwargs and a server's token count (remote servers), or None."""
+    unexpand: Callable[[str], str] | None = None
+    """The chat template's output from the decoded expanded prompt (each item's expansion back to its
+    placeholder), for families whose expansion merges into the text around it (Gemma 3's newlines): a
+    remote server gives ids only. None: each item's range stands for its placeholder."""
     build_tiny: Callable[[Path], None] | None = None
     """Writes a tiny offline model of this family (config, tokenizer, processor, template) into a folder."""
     known_counts: tuple[KnownCount, ...] = ()

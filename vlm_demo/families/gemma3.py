@@ -15,6 +15,7 @@ the newline runs vLLM's Gemma 3 processor looks up, plus ``<image_soft_token>``)
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,18 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
     return _views(image, crops) if (crops + 1) * TOKENS_PER_VIEW == count else None
 
 
+#: What vLLM puts for one image (``Gemma3Processor.full_image_sequence``), and with pan-and-scan crops
+#: (``Gemma3ProcessingInfo.get_image_repl``): the original image, then the crops, in one phrase.
+_VIEW = r"\n\n<start_of_image>(?:<image_soft_token>)+<end_of_image>\n\n"
+_EXPANSION = re.compile(rf"Here is the original image {_VIEW} and here are some crops to help you see better "
+                        rf"{_VIEW}(?: {_VIEW})*|{_VIEW}")
+
+
+def unexpand(text: str) -> str:
+    """The template's output from the decoded expanded prompt: each image's expansion back to ``<start_of_image>``."""
+    return _EXPANSION.sub("<start_of_image>", text)
+
+
 ADAPTER = Adapter(
     name="gemma3", title="Gemma 3", model_types=("gemma3",), image_token=IMAGE_TOKEN, placeholder=BOI,
     # vLLM's range runs from the "\n\n" before <start_of_image> to the one after <end_of_image> (with
@@ -180,7 +193,7 @@ ADAPTER = Adapter(
     controls=(Control("do_pan_and_scan", kind="bool", sizes_cache=True, default=False),
               Control("pan_and_scan_max_num_crops", min=1, max=8, sizes_cache=True, default=4),
               Control("pan_and_scan_min_crop_size", min=32, max=SIZE, default=256)),
-    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    geometry=geometry, geometry_from_count=geometry_from_count, unexpand=unexpand, build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 256, "pan-and-scan off (the checkpoint's default): one 896x896 view = "
                    "mm_tokens_per_image 256 (SigLIP 896/14 = 64x64 patches, pooled 4x4)"),

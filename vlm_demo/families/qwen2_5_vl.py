@@ -15,7 +15,7 @@ from PIL import Image
 
 from transformers import Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
 
-from .base import Adapter, Control, ItemGeometry, KnownCount
+from .base import Adapter, Control, CountGeometryFn, ItemGeometry, KnownCount
 from ..tiny_models.common import (
     LM_HEADS,
     LM_HIDDEN,
@@ -94,7 +94,8 @@ def build(out: Path) -> None:
 
 def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
              mm_kwargs: Mapping[str, Any]) -> ItemGeometry:
-    """The resized size and its grid of 28-px token cells, from ``image_grid_thw`` (in 14-px patches)."""
+    """The resized size and its grid of token cells, from ``image_grid_thw`` (in patches); the Qwen-VL
+    families share it (Qwen2-VL and 2.5: 14-px patches, 28-px cells; Qwen3-VL: 16 and 32)."""
     _, h, w = (int(v) for v in fields["image_grid_thw"].tolist())
     patch, merge = hf_config.vision_config.patch_size, hf_config.vision_config.spatial_merge_size
     return ItemGeometry(image.size if image else None, (w * patch, h * patch), (h // merge, w // merge), None)
@@ -113,12 +114,18 @@ def resized(width: int, height: int, min_pixels: int, max_pixels: int, factor: i
     return w_bar, h_bar
 
 
-def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
-    """The resize rule with the request's bounds; shown only when it gives the server's count."""
-    w, h = resized(*image.size, mm_kwargs.get("min_pixels", MIN_PIXELS), mm_kwargs.get("max_pixels", MAX_PIXELS))
-    if (h // 28) * (w // 28) != count:
-        return None
-    return ItemGeometry(image.size, (w, h), (h // 28, w // 28), None)
+def count_rule(min_pixels: int, max_pixels: int, factor: int) -> CountGeometryFn:
+    """The remote geometry of a Qwen-VL family: its resize rule with the request's bounds, resolved as
+    vLLM does (the checkpoint's ``size``, then the request's ``size``, then ``min_pixels`` /
+    ``max_pixels``); shown only when it gives the server's count."""
+    def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+        size = {"shortest_edge": min_pixels, "longest_edge": max_pixels, **(mm_kwargs.get("size") or {})}
+        w, h = resized(*image.size, mm_kwargs.get("min_pixels", size["shortest_edge"]),
+                       mm_kwargs.get("max_pixels", size["longest_edge"]), factor)
+        if (h // factor) * (w // factor) != count:
+            return None
+        return ItemGeometry(image.size, (w, h), (h // factor, w // factor), None)
+    return geometry_from_count
 
 
 ADAPTER = Adapter(
@@ -126,7 +133,7 @@ ADAPTER = Adapter(
     placeholder="<|vision_start|><|image_pad|><|vision_end|>",
     controls=(Control("min_pixels", min=784, max=MAX_PIXELS, default=MIN_PIXELS),
               Control("max_pixels", min=784, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
-    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    geometry=geometry, geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, 28), build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "
                    "(preprocessor_config.json: patch 14, merge 2, min_pixels 3136, max_pixels 12845056)"),

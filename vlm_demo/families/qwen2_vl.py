@@ -6,16 +6,13 @@ The image is resized so each side is a multiple of 28 and its area lies in [min_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from PIL import Image
 
 from transformers import Qwen2VLConfig, Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
 
-from .base import Adapter, Control, ItemGeometry, KnownCount
-from .qwen2_5_vl import resized
+from .base import Adapter, Control, KnownCount
+from .qwen2_5_vl import CHAT_TEMPLATE, count_rule, geometry
 from ..tiny_models.common import (
     LM_HEADS,
     LM_HIDDEN,
@@ -28,21 +25,7 @@ from ..tiny_models.common import (
     token_id,
 )
 
-# The chat template of Qwen/Qwen2-VL-2B-Instruct (content format "openai"); Qwen2.5-VL kept it unchanged.
-CHAT_TEMPLATE = (
-    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
-    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
-    "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n{% else %}"
-    "{% for content in message['content'] %}{% if content['type'] == 'image' or 'image' in content or "
-    "'image_url' in content %}{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}"
-    "Picture {{ image_count.value }}: {% endif %}<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif content['type'] == 'video' or 'video' in content %}{% set video_count.value = "
-    "video_count.value + 1 %}{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
-    "<|vision_start|><|video_pad|><|vision_end|>{% elif 'text' in content %}{{ content['text'] }}"
-    "{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}"
-    "<|im_start|>assistant\n{% endif %}"
-)
+# The chat template is Qwen2.5-VL's (Qwen2.5-VL kept Qwen2-VL's unchanged; content format "openai").
 
 #: The checkpoint's preprocessor_config.json bounds on the resized area (images and video frames).
 MIN_PIXELS, MAX_PIXELS = 3136, 12845056
@@ -89,31 +72,12 @@ def build(out: Path) -> None:
     processor.save_pretrained(out)
 
 
-def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
-             mm_kwargs: Mapping[str, Any]) -> ItemGeometry:
-    """The resized size and its grid of 28-px token cells, from ``image_grid_thw`` (in 14-px patches)."""
-    _, h, w = (int(v) for v in fields["image_grid_thw"].tolist())
-    patch, merge = hf_config.vision_config.patch_size, hf_config.vision_config.spatial_merge_size
-    return ItemGeometry(image.size if image else None, (w * patch, h * patch), (h // merge, w // merge), None)
-
-
-def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
-    """The resize rule with the request's bounds (as vLLM resolves them: ``size``, then ``min_pixels`` /
-    ``max_pixels``); shown only when it gives the server's count."""
-    size = {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS, **(mm_kwargs.get("size") or {})}
-    w, h = resized(*image.size, mm_kwargs.get("min_pixels", size["shortest_edge"]),
-                   mm_kwargs.get("max_pixels", size["longest_edge"]), FACTOR)
-    if (h // FACTOR) * (w // FACTOR) != count:
-        return None
-    return ItemGeometry(image.size, (w, h), (h // FACTOR, w // FACTOR), None)
-
-
 ADAPTER = Adapter(
     name="qwen2_vl", title="Qwen2-VL", model_types=("qwen2_vl",), image_token="<|image_pad|>",
     placeholder="<|vision_start|><|image_pad|><|vision_end|>",
     controls=(Control("min_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, default=3136),
               Control("max_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
-    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    geometry=geometry, geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR), build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "
                    "(preprocessor_config.json: patch 14, merge 2, min_pixels 3136, max_pixels 12845056)"),

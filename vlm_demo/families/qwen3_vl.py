@@ -9,17 +9,14 @@ vLLM 0.32 takes ``min_pixels`` / ``max_pixels`` per request and folds them into 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from PIL import Image
 from tokenizers import AddedToken
 
 from transformers import Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
-from .base import Adapter, Control, ItemGeometry, KnownCount
-from .qwen2_5_vl import resized
+from .base import Adapter, Control, KnownCount
+from .qwen2_5_vl import count_rule, geometry
 from ..tiny_models.common import (
     LM_HEADS,
     LM_HIDDEN,
@@ -219,35 +216,12 @@ def build(out: Path) -> None:
     processor.save_pretrained(out)
 
 
-def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
-             mm_kwargs: Mapping[str, Any]) -> ItemGeometry:
-    """The resized size and its grid of 32-px token cells, from ``image_grid_thw`` (in 16-px patches)."""
-    _, h, w = (int(v) for v in fields["image_grid_thw"].tolist())
-    patch, merge = hf_config.vision_config.patch_size, hf_config.vision_config.spatial_merge_size
-    return ItemGeometry(image.size if image else None, (w * patch, h * patch), (h // merge, w // merge), None)
-
-
-def pixel_bounds(mm_kwargs: Mapping[str, Any]) -> tuple[int, int]:
-    """The area bounds a request asks for, resolved as vLLM does: the checkpoint's ``size``, then the
-    request's ``size``, then its ``min_pixels`` / ``max_pixels``."""
-    size = {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS, **(mm_kwargs.get("size") or {})}
-    return (mm_kwargs.get("min_pixels", size["shortest_edge"]), mm_kwargs.get("max_pixels", size["longest_edge"]))
-
-
-def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
-    """The resize rule with the request's bounds; shown only when it gives the server's count."""
-    w, h = resized(*image.size, *pixel_bounds(mm_kwargs), FACTOR)
-    if (h // FACTOR) * (w // FACTOR) != count:
-        return None
-    return ItemGeometry(image.size, (w, h), (h // FACTOR, w // FACTOR), None)
-
-
 ADAPTER = Adapter(
     name="qwen3_vl", title="Qwen3-VL", model_types=("qwen3_vl",), image_token="<|image_pad|>",
     placeholder="<|vision_start|><|image_pad|><|vision_end|>",
     controls=(Control("min_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, default=65536),
               Control("max_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
-    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    geometry=geometry, geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR), build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 300, "smart_resize(480, 640, factor 32) = 480x640 -> 15x20 cells "
                    "(preprocessor_config.json: patch 16, merge 2, size shortest_edge 65536, longest_edge 16777216)"),
