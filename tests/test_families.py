@@ -140,3 +140,19 @@ def test_a_text_only_model_is_refused_in_one_line(tmp_path):
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1] == ("error: tmp: Qwen2ForCausalLM is not a multimodal model in vLLM; "
                                                   "this app needs a model that takes images").replace("tmp", tmp_path.name)
+
+
+async def test_a_directory_keeps_its_checkpoints_own_settings(registry, engines, settings):
+    """A model directory borrows its family's controls, not their defaults: nothing nobody chose is sent, so
+    a 1600x400 image expands as ``vllm serve DIR`` expands it (the tiny entry itself sends max_pixels 401408)."""
+    from vlm_demo.tiny_models import tiny_model_dir
+
+    directory = tiny_model_dir("qwen2_5_vl", settings.cache_dir / "tiny-models")
+    spec = registry.spec_for_directory(directory)
+    assert [c.kwarg for c in spec.controls] == ["min_pixels", "max_pixels"]
+    assert spec.default_mm_kwargs() == {} and spec.startup_mm_kwargs() == {}
+    assert spec.initial("max_pixels") == 1003520  # the slider starts at the checkpoint's value, clamped to its range
+    own = await render(engines.start_renderer(spec), [make_image(1600, 400)])
+    assert image_counts(own) == [798]  # 1596x392: 14x57 cells, the checkpoint's max_pixels (12845056) allows it
+    entry = await render(engines.start_renderer(registry.get("tiny-qwen2.5-vl")), [make_image(1600, 400)])
+    assert image_counts(entry) == [495]  # the registry entry's own max_pixels default, 401408
