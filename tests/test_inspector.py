@@ -217,6 +217,24 @@ def test_cli_inspect_json(tmp_path):
     assert data["images"][0]["count"] == 576 and data["content_format"] == "openai"
 
 
+@pytest.mark.parametrize("text", ["Hi", "What is <image>?"])
+def test_cli_chat_exits_without_a_traceback(tmp_path, text):
+    """With an engine started and stopped (an answer, or a refusal once the engine is up), stderr holds vLLM's
+    log lines but no traceback (vLLM 0.32's AsyncLLM.__del__ failed at interpreter exit)."""
+    path = tmp_path / "a.png"
+    A.save(path)
+    result = run_cli("chat", "--model", "tiny-llava-1.5", "--image", str(path), "--text", text, "--max-tokens", "4",
+                     "--json")
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    if text == "Hi":
+        assert result.returncode == 0 and json.loads(result.stdout)["num_tokens"] == 4
+    else:
+        assert result.returncode == 1
+        assert [line for line in result.stderr.splitlines() if line.startswith("error: ")] == [
+            "error: the text contains '<image>', a special token or image placeholder of tiny-llava-1.5; images go in "
+            "as attachments and the chat template adds its own markers, so remove it from the text"]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--model", "nope", "--text", "x"], "unknown model 'nope'"),
     (["--model", "tiny-llava-1.5", "--text", "x", "--mm-kwargs", "{bad"], "--mm-kwargs is not JSON"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import gc
 import json
 import logging
 import os
@@ -230,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        # Stopped engines are collected now, while the modules their finalizers use still exist (vLLM 0.32's
+        # AsyncLLM.__del__ otherwise runs at interpreter teardown and prints a TypeError traceback).
+        gc.collect()
 
 
 def serve_main(argv: list[str] | None = None) -> int:

@@ -509,7 +509,13 @@ class EngineManager:
         applied = apply_workarounds(llm, llm.model_config)
         log.info("started %s in %.1f s%s", spec.name, time.perf_counter() - t0,
                  f" (vLLM workarounds: {', '.join(applied)})" if applied else "")
-        return Engine(spec, llm, adapter, frozenset(_descendants() - before))
+        engine = Engine(spec, llm, adapter, frozenset(_descendants() - before))
+        # This frame outlives the call: a module first imported above (vLLM's audio media, on a failed
+        # optional import) keeps its traceback, whose frames reach back to here. Unbound, ``llm`` goes with
+        # its engine's shutdown; bound, vLLM 0.32's AsyncLLM.__del__ would run at interpreter exit and
+        # print a TypeError traceback.
+        del llm
+        return engine
 
     def engine_kwargs(self, spec: ModelSpec, adapter: Adapter | None = None) -> dict[str, Any]:
         """``AsyncEngineArgs`` keyword arguments for ``spec`` (the model path aside); a ``vllm serve``
