@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from vlm_demo.errors import InputError
 from vlm_demo.inspector import draw_overlay, prompt_html, run_length_text, to_json
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Turn
@@ -147,6 +148,17 @@ async def test_special_tokens_in_text_are_refused(service, engines, text):
     assert (await engines.get(service.registry.get("tiny-qwen2.5-vl"))).running_requests() == 0
     events = [e async for e in service.chat(req("tiny-qwen2.5-vl", text="plain <b>text</b>"))]
     assert isinstance(events[-1], Done) and any(isinstance(e, Delta) for e in events)
+
+
+async def test_an_answer_holding_token_text_goes_back_as_it_was(service):
+    """The model's own answer may decode to token text (Qwen2.5's non-special <|repo_name|>); the next turn
+    sends it back unchanged, while the same text typed by a person is refused."""
+    turns = (Turn("user", "Hi", {"image": (A,)}), Turn("assistant", "x<|repo_name|>y"), Turn("user", "And?"))
+    insp = await service.inspect(ChatRequest(model="tiny-qwen2.5-vl", turns=turns))
+    assert "x<|repo_name|>y" in insp.prompt
+    typed = (Turn("user", "x<|repo_name|>y", {"image": (A,)}),)
+    with pytest.raises(InputError, match="special token"):
+        await service.inspect(ChatRequest(model="tiny-qwen2.5-vl", turns=typed))
 
 
 def save_embeds(path, **tensors):

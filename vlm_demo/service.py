@@ -185,7 +185,9 @@ class ChatService:
         return inspect(rendered, engine.token_runs(rendered.prompt_token_ids))
 
     async def _render(self, spec: ModelSpec, engine: Renderer, request: ChatRequest) -> RenderedPrompt:
-        texts = [request.system, *(t.text for t in request.turns)]
+        # What people typed; the model's own earlier answers may hold token text it generated (a tokenizer's
+        # non-special added tokens, e.g. Qwen2.5's <|repo_name|>, survive decoding), and go back as they are.
+        texts = [request.system, *(t.text for t in request.turns if t.role == "user")]
         for token in (*engine.special_tokens, *engine.placeholders.values()):
             if any(token in text for text in texts):
                 raise InputError(
