@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -18,39 +17,33 @@ from gradio_client import Client, handle_file
 
 from vlm_demo.registry import load_registry
 from vlm_demo.settings import Settings
+from vlm_demo.ui import api_inputs, named_outputs
 
 from .common import QUESTION
 
-CHAT, STATS = 5, 6  # positions of the chat and the stats among the /chat outputs
-
 
 def chat_args(model: str, picture: str, max_tokens: int) -> list:
-    """The /chat inputs: message, history, model, system, sampling, every slider of the page, image URLs."""
+    """The /chat inputs, by name: the question with the picture, the model's own settings."""
     registry = load_registry(Settings.from_env().models_file)
-    sliders = {c.kwarg: spec.initial(c.kwarg) for spec in reversed(registry.models) for c in spec.controls}
-    sliders |= registry.get(model).default_mm_kwargs()
     message = {"text": QUESTION, "files": [handle_file(picture)]}
-    return [message, [], model, "", 0.7, 0.9, max_tokens, -1, *(sliders[k] for k in sorted(sliders)), ""]
+    return api_inputs(registry, "chat", model, message, temperature=0.7, top_p=0.9, max_tokens=max_tokens)
 
 
 def ask(client: Client, args: list) -> tuple[float, int, float, float]:
     """One question in a new conversation: time to the first answer text on the page, tokens generated,
-    and the server's own figures from the stats line (time to first token, tokens/s)."""
+    and the server's own figures (the ``stats_data`` output: time to first token, tokens/s)."""
     client.reset_session()  # a new conversation: the state holds no earlier images
     t0 = time.perf_counter()
     ttft = 0.0
     job = client.submit(*args, api_name="/chat")
     for update in job:
-        chat = update[CHAT]
+        chat = named_outputs("chat", update)["chat"]
         if not ttft and isinstance(chat, list) and chat and chat[-1]["role"] == "assistant" and chat[-1]["content"]:
             ttft = time.perf_counter() - t0
-    final = job.result(timeout=300)
-    stats = final[STATS] if isinstance(final[STATS], str) else ""
-    pattern = r"(\d+) tokens .*first token \*\*([\d.]+) s\*\* · \*\*([\d.]+) tokens/s"
-    found = re.match(pattern, stats)
-    if not found:
-        raise RuntimeError(f"no token count in the answer's stats: {stats!r}")
-    return ttft or time.perf_counter() - t0, int(found.group(1)), float(found.group(2)), float(found.group(3))
+    stats = named_outputs("chat", job.result(timeout=300))["stats_data"]
+    if not isinstance(stats, dict) or stats.get("status") != "done":
+        raise RuntimeError(f"the answer did not finish: {stats!r}")
+    return ttft or time.perf_counter() - t0, stats["tokens"], stats["ttft_s"], stats["tokens_per_s"]
 
 
 def main(argv: list[str] | None = None) -> int:

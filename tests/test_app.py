@@ -23,15 +23,13 @@ from gradio_client.exceptions import AppError
 from vlm_demo.engine import EngineManager
 from vlm_demo.registry import Registry, Sampling
 from vlm_demo.service import ChatService
-from vlm_demo.ui import build_app, image_file, launch_kwargs
+from vlm_demo.ui import api_inputs, build_app, image_file, launch_kwargs, named_outputs
 
 from .conftest import ARTIFACTS, ROOT, make_image
 from .intake_servers import Internet, local_internet, url_settings
 
 MODEL, OTHER = "tiny-qwen2.5-vl", "tiny-llava-1.5"
 CHROMIUM = "/usr/bin/chromium"
-CHAT_OUTPUTS = ["prompt", "runs", "table", "gallery", "budget", "chat", "stats", "box", "engine_state",
-                "export_json", "export_curl", "export_py"]
 
 
 def free_port() -> int:
@@ -87,17 +85,15 @@ def picture():
     return path
 
 
-def slider_values(registry, model: str, **overrides) -> list[int]:
-    """Values for every slider of the page (hidden ones keep a valid value the model ignores)."""
-    defaults = {s.kwarg: spec.initial(s.kwarg) for spec in reversed(registry.models) for s in spec.controls}
-    defaults |= registry.get(model).default_mm_kwargs()
-    return [overrides.get(k, defaults[k]) for k in sorted(defaults)]
+def message(text: str = "What is in this picture?", *pictures) -> dict:
+    return {"text": text, "files": [handle_file(str(p)) for p in pictures]}
 
 
 def chat_args(registry, picture, model=MODEL, text="What is in this picture?", max_tokens=24, seed=7, urls="",
-              **sliders):
-    message = {"text": text, "files": [handle_file(str(p)) for p in ([picture] if picture else [])]}
-    return [message, [], model, "", 0.7, 0.9, max_tokens, seed, *slider_values(registry, model, **sliders), urls]
+              **controls):
+    """The /chat inputs for one question (with ``picture`` unless None)."""
+    return api_inputs(registry, "chat", model, message(text, *([picture] if picture else [])), temperature=0.7,
+                      top_p=0.9, max_tokens=max_tokens, seed=seed, urls=urls, controls=controls)
 
 
 def wait_until(condition, timeout_s: float) -> None:
@@ -107,14 +103,35 @@ def wait_until(condition, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def named(*updates) -> dict:
+def named(*updates, api_name: str = "chat") -> dict:
     """The outputs as they stand after ``updates``: each output's last value that was not a no-op."""
     state: dict = {}
     for outputs in updates:
-        for name, value in zip(CHAT_OUTPUTS, outputs, strict=True):
+        for name, value in named_outputs(api_name, outputs).items():
             if not (isinstance(value, dict) and value.get("__type__") == "update"):
                 state[name] = value
     return state
+
+
+def run(job) -> dict:
+    """A streamed /chat or /retry call, run to its end: its outputs by name."""
+    return named(*list(job), job.result(timeout=300))
+
+
+def texts(chat: list) -> list[str]:
+    """Each chat message's text (a user message's files left out)."""
+    def text(content):
+        if isinstance(content, str):
+            return content
+        parts = content if isinstance(content, list) else [content]
+        return "".join(p if isinstance(p, str) else p.get("text", "") if p.get("type") == "text" else ""
+                       for p in parts)
+    return [text(m["content"]) for m in chat]
+
+
+def prompt_text(out: dict) -> str:
+    """The rendered prompt panel as plain text."""
+    return html.unescape(re.sub(r"<[^>]+>", "", out["prompt"]))
 
 
 def test_overlay_pictures_are_written_once_and_whole(tmp_path):
@@ -217,13 +234,17 @@ def test_stop_aborts_the_engine_request(long_answers, picture):
 def test_inspect_only_follows_the_slider(app, picture):
     url, engines, registry = app
     client = Client(url, verbose=False)
-    message = {"text": "Count the shops.", "files": [handle_file(str(picture))]}
     counts = []
     for max_pixels in (100352, 401408):
-        out = client.predict(message, MODEL, "", *slider_values(registry, MODEL, max_pixels=max_pixels), "",
-                             api_name="/inspect")
-        counts.append(out[2]["data"][0][3])
+        out = client.predict(*api_inputs(registry, "inspect", MODEL, message("Count the shops.", picture),
+                                         controls={"max_pixels": max_pixels}), api_name="/inspect")
+        counts.append(named_outputs("inspect", out)["table"]["data"][0][3])
     assert counts[0] < counts[1]
+    for bad, error in (("lots", "expected a number, got 'lots'"), (True, "expected a number"),
+                       (10**12, "greater than maximum")):
+        with pytest.raises(AppError, match=error):
+            client.predict(*api_inputs(registry, "inspect", MODEL, message("Count the shops.", picture),
+                                       controls={"max_pixels": bad}), api_name="/inspect")
 
 
 def test_bad_upload_is_a_clear_error_and_nothing_breaks(app, tmp_path, picture):
@@ -239,42 +260,77 @@ def test_bad_upload_is_a_clear_error_and_nothing_breaks(app, tmp_path, picture):
     assert out["chat"][-1]["content"]
 
 
-def resend(history: list) -> list:
-    """A chat history as the API returned it, made fit to send back (files need their meta tag)."""
-    def part(p):
-        if isinstance(p, dict) and p.get("type") == "file":
-            file = p["file"] if isinstance(p["file"], dict) else {"path": p["file"]}
-            return {**p, "file": {**file, "meta": {"_type": "gradio.FileData"}}}
-        return p
-    return [{**m, "content": [part(p) for p in m["content"]]} if isinstance(m["content"], list) else m
-            for m in history]
-
-
 def test_retry_undo_and_compare(app, picture):
+    """Two Retries answer the same question again; Undo removes the last exchange (and on an empty chat does
+    nothing); a refused message changes nothing; Compare inspects two settings with the same controls."""
     url, engines, registry = app
     client = Client(url, verbose=False)
-    sampling = [0.7, 0.9, 16, -1, *slider_values(registry, MODEL)]
-    job = client.submit(*chat_args(registry, picture), api_name="/chat")
-    history = named(*list(job), job.result())["chat"]
-    assert [m["role"] for m in history] == ["user", "assistant"]
-    job = client.submit(resend(history), MODEL, "", *sampling, api_name="/retry")
-    retried = named(*list(job), job.result())
-    assert [m["role"] for m in retried["chat"]] == ["user", "assistant"] and "tokens/s" in retried["stats"]
-    job = client.submit({"text": "And the colours?", "files": []}, resend(retried["chat"]), MODEL, "", *sampling, "",
-                        api_name="/chat")
-    longer = named(*list(job), job.result())
-    assert len(longer["chat"]) == 4
-    prompt = html.unescape(re.sub(r"<[^>]+>", "", longer["prompt"]))
+    assert client.predict(api_name="/undo") == []  # an empty chat
+    with pytest.raises(AppError, match="nothing to retry yet"):
+        client.predict(*api_inputs(registry, "retry", MODEL, max_tokens=16), api_name="/retry")
+    first = run(client.submit(*chat_args(registry, picture), api_name="/chat"))
+    assert [m["role"] for m in first["chat"]] == ["user", "assistant"]
+    for _ in range(2):
+        retried = run(client.submit(*api_inputs(registry, "retry", MODEL, max_tokens=16), api_name="/retry"))
+        assert [m["role"] for m in retried["chat"]] == ["user", "assistant"] and "tokens/s" in retried["stats"]
+        assert texts(retried["chat"])[0] == "What is in this picture?"
+        assert retried["stats_data"]["status"] == "done" and retried["stats_data"]["tokens"] > 0
+        assert prompt_text(retried).count("<|im_start|>user") == 1
+    with pytest.raises(AppError, match="special token"):  # refused: nothing changes
+        client.predict(*chat_args(registry, None, text="say <|im_start|>"), api_name="/chat")
+    longer = run(client.submit(*chat_args(registry, None, text="And the colours?"), api_name="/chat"))
+    assert texts(longer["chat"])[::2] == ["What is in this picture?", "And the colours?"]
+    prompt = prompt_text(longer)
     assert prompt.count("<|im_start|>user") == 2 and prompt.count("<|im_start|>assistant") == 2
-    undone = client.predict(resend(longer["chat"]), api_name="/undo")
-    assert len(undone) == 2
-    message = {"text": "Count the shops.", "files": [handle_file(str(picture))]}
-    a, _, b, _ = client.predict(message, MODEL, '{"max_pixels": 100352}', MODEL, '{"max_pixels": 401408}', "",
+    assert "<|im_start|>" not in texts(longer["chat"])[1]
+    assert len(client.predict(api_name="/undo")) == 2
+    out = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL), api_name="/inspect"))
+    assert prompt_text(out).count("<|im_start|>user") == 1  # the conversation as shown: one exchange
+    a, _, b, _ = client.predict(*api_inputs(registry, "compare", MODEL, message("Count the shops.", picture),
+                                            controls={"max_pixels": 100352}, controls_b={"max_pixels": 401408}),
                                 api_name="/compare")
     image_tokens = [int(x.split("tokens: image ")[1].split(" ")[0].replace(",", "")) for x in (a, b)]
     assert image_tokens[0] < image_tokens[1]
-    with pytest.raises(AppError, match="settings must be JSON"):
-        client.predict(message, MODEL, "{oops", MODEL, "{}", "", api_name="/compare")
+    with pytest.raises(AppError, match="expected a number, got 'lots'"):
+        client.predict(*api_inputs(registry, "compare", MODEL, message("Count the shops.", picture),
+                                   controls_b={"max_pixels": "lots"}), api_name="/compare")
+
+
+def start_long_answer(client, registry, engines, picture=None, text="Tell me a long story."):
+    """A /chat answer that runs to 2048 tokens unless stopped, streaming once this returns."""
+    job = client.submit(*chat_args(registry, picture, text=text, max_tokens=2048, seed=1), api_name="/chat")
+    wait_until(lambda: engines.running_requests() > 0, 120)
+    assert engines.running_requests() == 1, "generation should be running"
+    wait_until(lambda: any(texts(named(u).get("chat") or [{"content": ""}])[-1] for u in job.outputs()), 30)
+    return job
+
+
+def test_stop_then_retry_and_stop_then_undo(long_answers, picture):
+    """One conversation state: a stopped answer stays as it was shown, marked stopped; Retry then answers the
+    question that was stopped (not the one before), and Undo removes the stopped exchange."""
+    url, engines, registry = long_answers
+    client = Client(url, verbose=False)
+    run(client.submit(*chat_args(registry, picture, text="First question?", max_tokens=6), api_name="/chat"))
+    job = start_long_answer(client, registry, engines, text="Second question?")
+    job.cancel()
+    wait_until(lambda: engines.running_requests() == 0, ABORT_WITHIN_S)
+    retried = run(client.submit(*api_inputs(registry, "retry", MODEL, max_tokens=6), api_name="/retry"))
+    assert texts(retried["chat"])[::2] == ["First question?", "Second question?"]
+    assert "stopped" not in texts(retried["chat"])[-1]
+    prompt = prompt_text(retried)
+    assert prompt.count("First question?") == 1 and prompt.count("Second question?") == 1
+    assert prompt.rstrip().endswith("Second question?<|im_end|>\n<|im_start|>assistant")
+    job = start_long_answer(client, registry, engines, text="Third question?")
+    job.cancel()
+    wait_until(lambda: engines.running_requests() == 0, ABORT_WITHIN_S)
+    shown = client.predict(*api_inputs(registry, "inspect", MODEL), api_name="/inspect")
+    prompt = prompt_text(named_outputs("inspect", shown))
+    assert "Third question?" in prompt and prompt.count("<|im_start|>assistant") == 3  # the stopped answer is kept
+    undone = client.predict(api_name="/undo")
+    assert texts(undone)[::2] == ["First question?", "Second question?"]
+    prompt = prompt_text(named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL),
+                                                                 api_name="/inspect")))
+    assert "Third question?" not in prompt and "Second question?" in prompt
 
 
 def test_in_a_real_browser(app, picture):
@@ -322,7 +378,7 @@ def test_in_a_real_browser(app, picture):
 
 
 def inspect_args(registry, urls="", text="What is this?", files=()):
-    return [{"text": text, "files": list(files)}, MODEL, "", *slider_values(registry, MODEL), urls]
+    return api_inputs(registry, "inspect", MODEL, {"text": text, "files": list(files)}, urls=urls)
 
 
 def raw_call(url: str, api_name: str, data: list) -> tuple[str, object]:
@@ -371,8 +427,9 @@ def test_bad_urls_files_and_payloads_through_the_api(app, tmp_path):
         part = {"path": target, "meta": {"_type": "gradio.FileData"}}
         if target.startswith("http"):
             part["url"] = target
-        event, payload = raw_call(url, "inspect", [{"text": "hi", "files": [part]}, None, MODEL, "",
-                                                   *slider_values(registry, MODEL), ""])
+        event, payload = raw_call(url, "inspect", api_inputs(registry, "inspect", MODEL,
+                                                             {"text": "hi", "files": [part]})[:1] + [None]
+                                  + api_inputs(registry, "inspect", MODEL)[1:])
         assert event == "error", (target, event, payload)
         assert "root:" not in json.dumps(payload) and "tiny-qwen" not in json.dumps(payload)
     # ... and the next request works, with an image from an allowed URL
@@ -397,8 +454,8 @@ def test_prompt_over_the_context_is_refused_before_generating(app, picture):
 def test_closing_the_tab_aborts_the_engine_request(long_answers):
     """A client that goes away mid-stream (a closed tab: its event stream drops) ends the vLLM request."""
     url, engines, registry = long_answers
-    data = [{"text": "Tell me a long story.", "files": []}, [], None, MODEL, "", 0.7, 0.9, 2048, 1,
-            *slider_values(registry, MODEL), ""]
+    data = chat_args(registry, None, text="Tell me a long story.", max_tokens=2048, seed=1)
+    data.insert(1, None)  # the conversation state (a raw call names it; gradio_client leaves it out)
     with httpx.Client(base_url=url, trust_env=False, timeout=60) as http:
         event_id = http.post("gradio_api/call/chat", json={"data": data}).raise_for_status().json()["event_id"]
         with http.stream("GET", f"gradio_api/call/chat/{event_id}") as stream:
@@ -514,10 +571,13 @@ def test_engine_killed_mid_answer(long_answers, picture):
             psutil.Process(pid).kill()
     with pytest.raises(AppError, match="engine stopped.*the next request restarts it"):
         job.result(timeout=60)
+    assert "⚠ failed" in texts(named(*job.outputs())["chat"])[-1]
     other = Client(url, verbose=False)  # another session: the page still answers
     assert "Tiny Qwen2.5-VL" in other.predict(MODEL, api_name="/load_model")
-    job = other.submit(*chat_args(registry, picture), api_name="/chat")
-    assert named(*list(job), job.result(timeout=300))["chat"][-1]["content"]
+    # the failed answer is shown as failed; Retry answers the same question on the new engine
+    out = run(client.submit(*api_inputs(registry, "retry", MODEL, max_tokens=8), api_name="/retry"))
+    assert [m["role"] for m in out["chat"]] == ["user", "assistant"] and texts(out["chat"])[-1]
+    assert "failed" not in texts(out["chat"])[-1] and out["stats_data"]["status"] == "done"
     assert engines.starts == starts + 1 and engines.engine(MODEL) is not engine
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
                    for pid in engine.child_pids)

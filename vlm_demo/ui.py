@@ -6,13 +6,16 @@ three side-by-side panels: the rendered prompt, the placeholder expansion and th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from PIL import Image
 from .errors import InputError, VlmDemoError
 from .export import chat_completions_body, curl_command, python_snippet, serve_command
 from . import families
+from .conversation import Conversation, Exchange, Stats, chat_messages
 from .inspector import Expansion, Inspection, draw_overlay, prompt_html, run_length_text
 from .fetch import load_image_url
 from .media import ImageEmbeds, Recent, image_digest, load_image, load_image_embeds
@@ -124,269 +128,543 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
             "table": image_table(inspection), "gallery": gallery, "budget": budget_html(inspection)}
 
 
-def _stats(done: Done) -> str:
-    return (f"{done.num_tokens} tokens · time to first token **{done.ttft_s:.2f} s** · "
-            f"**{done.tokens_per_s:.1f} tokens/s** · finish: {done.finish_reason}")
+def stats_data(stats: Stats | None, status: str) -> dict[str, Any]:
+    """The answer's figures as data (the ``stats_data`` output), with where the answer stands."""
+    return {"status": status, **(dataclasses.asdict(stats) if stats else {})}
 
 
-def build_app(service: ChatService, default_model: str) -> gr.Blocks:
-    """The page. Every handler is an async function over the chat service."""
-    registry, settings = service.registry, service.settings
-    choices = [(spec.display_label, spec.name) for spec in registry.models]
-    control_kwargs = sorted({c.kwarg for spec in registry.models for c in spec.controls})
-    kinds = {c.kwarg: c.kind for spec in registry.models for c in spec.controls}
+def stats_text(stats: Stats) -> str:
+    """The stats line under the chat."""
+    line = (f"{stats.tokens} tokens · time to first token **{stats.ttft_s:.2f} s** · "
+            f"**{stats.tokens_per_s:.1f} tokens/s** · finish: {stats.finish_reason}")
+    if stats.reasoning_tokens:
+        line += f" · reasoning {stats.reasoning_tokens} tokens"
+    if stats.prompt_tokens:
+        line += f" · prompt {stats.prompt_tokens:,} tokens, {stats.cached_tokens:,} from vLLM's prefix cache"
+    return line
 
-    def control_props(name: str, kwarg: str) -> dict[str, Any]:
-        """Settings of the control for ``kwarg`` under model ``name`` (hidden when the model has none)."""
-        own = registry.get(name).mm_control(kwarg)
-        spec = own or next(c for m in registry.models for c in m.controls if c.kwarg == kwarg)
-        label = spec.label if spec.default is not None else f"{spec.label} (checkpoint's own until moved)"
-        props = {"value": registry.get(name).initial(kwarg) if own else spec.initial, "label": label,
-                 "visible": own is not None}
-        return props if spec.kind == "bool" else {**props, "minimum": spec.min, "maximum": spec.max, "step": spec.step}
 
-    def control(name: str, kwarg: str, **extra: Any) -> Any:
-        """A checkbox for a bool kwarg, else a slider."""
-        kind = gr.Checkbox if kinds[kwarg] == "bool" else gr.Slider
-        return kind(**control_props(name, kwarg), **extra)
+def stats_of(done: Done) -> Stats:
+    """The figures of a finished answer."""
+    return Stats(tokens=done.num_tokens, ttft_s=done.ttft_s, tokens_per_s=done.tokens_per_s,
+                 finish_reason=done.finish_reason, prompt_tokens=getattr(done, "prompt_tokens", 0),
+                 cached_tokens=getattr(done, "cached_tokens", 0),
+                 reasoning_tokens=getattr(done, "reasoning_tokens", 0))
 
-    def control_updates(name: str) -> list[Any]:
-        return [control(name, k) for k in control_kwargs]
 
-    def make_request(model: str, turns: list[Turn], system: str, sampling: tuple, values: tuple) -> ChatRequest:
-        spec = registry.get(model)
-        mm_kwargs = {}
-        for kwarg, value in zip(control_kwargs, values, strict=True):
+PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
+"""The prompt and expansion panels."""
+CHAT_OUTPUTS = (*PANEL_OUTPUTS, "chat", "stats", "stats_data", "box", "engine_state",
+                "export_json", "export_curl", "export_py")
+"""What ``/chat`` and ``/retry`` return, in this order (read them by name with ``named_outputs``)."""
+INSPECT_OUTPUTS = (*PANEL_OUTPUTS, "engine_state", "stats")
+"""What ``/inspect`` returns, in this order."""
+COMPARE_OUTPUTS = ("compare_a", "compare_a_gallery", "compare_b", "compare_b_gallery")
+"""What ``/compare`` returns, in this order."""
+API_OUTPUTS = {"chat": CHAT_OUTPUTS, "retry": CHAT_OUTPUTS, "inspect": INSPECT_OUTPUTS,
+               "compare": COMPARE_OUTPUTS, "undo": ("chat",), "clear": ("chat", *PANEL_OUTPUTS, "stats")}
+"""Each API endpoint's outputs by name."""
+
+
+def named_outputs(api_name: str, values: Any) -> dict[str, Any]:
+    """One result of the page's API (``gradio_client``'s tuple, or a single value) by output name."""
+    names = API_OUTPUTS[api_name.strip("/")]
+    values = values if isinstance(values, (list, tuple)) and len(names) > 1 else [values]
+    return dict(zip(names, values, strict=True))
+
+
+class NumberSlider(gr.Slider):
+    """A slider whose API input must be a number: anything else is a one-line error, not Gradio's
+    ``TypeError`` from comparing it with the range (the page's own slider always sends a number)."""
+
+    is_template = True  # the browser shows Gradio's own slider
+
+    def preprocess(self, payload: Any) -> Any:
+        if isinstance(payload, bool) or not isinstance(payload, (int, float)):
+            raise gr.Error(f"{self.elem_id or self.label}: expected a number, got {payload!r}")
+        return super().preprocess(payload)
+
+
+class Toggle(gr.Checkbox):
+    """A checkbox whose API input must be true or false."""
+
+    is_template = True
+
+    def preprocess(self, payload: Any) -> Any:
+        if not isinstance(payload, bool):
+            raise gr.Error(f"{self.elem_id or self.label}: expected true or false, got {payload!r}")
+        return super().preprocess(payload)
+
+
+def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any] | None = None, *,
+               system: str = "", temperature: float | None = None, top_p: float | None = None,
+               max_tokens: int | None = None, seed: int = -1, urls: str = "", controls: dict[str, Any] | None = None,
+               model_b: str | None = None, controls_b: dict[str, Any] | None = None) -> list[Any]:
+    """The inputs of one of the page's API endpoints, by name, in the order ``gradio_client`` sends them.
+    ``controls``: image settings by kwarg (the model's initial values otherwise); sampling defaults are the
+    model's own. ``model_b``/``controls_b``: Compare's side B."""
+    kwargs = sorted({c.kwarg for spec in registry.models for c in spec.controls})
+
+    def control_values(name: str, chosen: dict[str, Any] | None) -> list[Any]:
+        spec = registry.get(name)
+        first = {c.kwarg: c.initial for m in reversed(registry.models) for c in m.controls}  # hidden: any valid value
+        return [(chosen or {}).get(k, spec.initial(k) if spec.mm_control(k) else first[k]) for k in kwargs]
+    default = registry.get(model).sampling
+    sampling = [default.temperature if temperature is None else temperature, default.top_p if top_p is None else top_p,
+                default.max_tokens if max_tokens is None else max_tokens, seed]
+    message = message or {"text": "", "files": []}
+    name = api_name.strip("/")
+    if name == "chat":
+        return [message, model, system, *sampling, *control_values(model, controls), urls]
+    if name == "retry":
+        return [model, system, *sampling, *control_values(model, controls)]
+    if name == "inspect":
+        return [message, model, system, *control_values(model, controls), urls]
+    if name == "compare":
+        other = model_b or model
+        return [message, urls, model, *control_values(model, controls), other, *control_values(other, controls_b)]
+    raise ValueError(f"no inputs helper for {api_name!r}")
+
+
+@dataclasses.dataclass
+class Controls:
+    """A model picker's image-processing controls: one component per kwarg any model offers (a slider,
+    or a checkbox for a bool), shown for the models that have it."""
+
+    registry: Any
+    kwargs: tuple[str, ...]
+    """The kwargs, in the order of ``components``."""
+    components: list[Any]
+    """The controls' components."""
+
+    @classmethod
+    def create(cls, registry: Any, model: str, elem_prefix: str | None = None) -> Controls:
+        kwargs = tuple(sorted({c.kwarg for spec in registry.models for c in spec.controls}))
+        made = cls(registry, kwargs, [])
+        made.components = [made.component(model, k, elem_id=f"{elem_prefix}-{k}" if elem_prefix else None)
+                           for k in kwargs]
+        return made
+
+    def setting(self, kwarg: str) -> Any:
+        """The first model's control setting for ``kwarg`` (the shape of a hidden control)."""
+        return next(c for m in self.registry.models for c in m.controls if c.kwarg == kwarg)
+
+    def component(self, model: str, kwarg: str, **extra: Any) -> Any:
+        """The control for ``kwarg`` as ``model`` has it (hidden when it has none)."""
+        spec = self.registry.get(model)
+        own = spec.mm_control(kwarg)
+        setting = own or self.setting(kwarg)
+        label = setting.label if setting.default is not None else f"{setting.label} (checkpoint's own until moved)"
+        props = {"value": spec.initial(kwarg) if own else setting.initial, "label": label, "visible": own is not None}
+        if setting.kind == "bool":
+            return Toggle(**props, **extra)
+        return NumberSlider(**props, minimum=setting.min, maximum=setting.max, step=setting.step, **extra)
+
+    def updates(self, model: str) -> list[Any]:
+        """The controls after the model picker moved to ``model``."""
+        return [self.component(model, k) for k in self.kwargs]
+
+    def mm_kwargs(self, model: str, values: Sequence[Any]) -> dict[str, Any]:
+        """The per-request kwargs the controls' ``values`` ask for under ``model``, each checked against its
+        control's type and range: only the model's own controls, and only those with a default or moved
+        (an unmoved control with no default leaves the checkpoint's own value)."""
+        spec = self.registry.get(model)
+        if len(values) != len(self.kwargs):
+            raise InputError(f"expected {len(self.kwargs)} control values ({', '.join(self.kwargs)}), "
+                             f"got {len(values)}")
+        chosen = {}
+        for kwarg, value in zip(self.kwargs, values, strict=True):
             own = spec.mm_control(kwarg)
             if own is None or value is None:
                 continue
-            value = bool(value) if kinds[kwarg] == "bool" else int(value)
-            if own.default is not None or value != spec.initial(kwarg):  # unmoved: the checkpoint's own applies
-                mm_kwargs[kwarg] = value
+            value = _typed(own, value)
+            if own.default is not None or value != spec.initial(kwarg):
+                chosen[kwarg] = value
+        return chosen
+
+
+def _typed(control: Any, value: Any) -> Any:
+    """A control's value as its kind (a slider sends whole numbers as floats), checked: ``InputError`` says why not."""
+    if control.kind == "int" and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    try:
+        control.check(value)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return value
+
+
+@dataclasses.dataclass
+class Page:
+    """The page's components by name (see ``layout``)."""
+
+    model: Any
+    engine_state: Any
+    state: Any
+    system: Any
+    controls: Controls
+    temperature: Any
+    top_p: Any
+    max_tokens: Any
+    seed: Any
+    inspect_btn: Any
+    prompt: Any
+    budget: Any
+    runs: Any
+    table: Any
+    gallery: Any
+    chat: Any
+    box: Any
+    urls: Any
+    stats: Any
+    stats_data: Any
+    stop_btn: Any
+    retry_btn: Any
+    undo_btn: Any
+    clear_btn: Any
+    export_json: Any
+    export_curl: Any
+    export_py: Any
+    model_a: Any
+    controls_a: Controls
+    model_b: Any
+    controls_b: Any
+    compare_btn: Any
+    compare_a: Any
+    compare_a_gallery: Any
+    compare_b: Any
+    compare_b_gallery: Any
+
+    def out(self, names: Sequence[str]) -> list[Any]:
+        """Components by name."""
+        return [getattr(self, n) for n in names]
+
+    def values(self, **values: Any) -> dict[Any, Any]:
+        """An update keyed by component, from values keyed by name."""
+        return {getattr(self, name): value for name, value in values.items()}
+
+    @property
+    def sampling(self) -> list[Any]:
+        return [self.temperature, self.top_p, self.max_tokens, self.seed]
+
+
+def layout(service: ChatService, default_model: str) -> Page:
+    """The components, placed: model bar; settings | prompt and expansion panels | chat; examples,
+    export and compare below. Call inside ``gr.Blocks``."""
+    registry, settings = service.registry, service.settings
+    choices = [(spec.display_label, spec.name) for spec in registry.models]
+    spec = registry.get(default_model)
+    gr.Markdown("# vlm-demo\nChat with a vision-language model served by vLLM and see exactly what the "
+                "engine receives: the rendered prompt, each image's tokens, and the streamed answer.")
+    parts: dict[str, Any] = {"state": gr.State(Conversation())}
+    with gr.Row():
+        parts["model"] = gr.Dropdown(choices=choices, value=default_model, label="Model", scale=2, elem_id="model")
+        parts["engine_state"] = gr.Markdown(_state_text(service, default_model), elem_id="engine-state")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=260, elem_id="settings-panel"):
+            parts["system"] = gr.Textbox(label="System prompt", placeholder="(the chat template's default)", lines=2)
+            parts["controls"] = Controls.create(registry, default_model, elem_prefix="slider")
+            with gr.Accordion("Sampling", open=False, elem_id="sampling"):
+                parts["temperature"] = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
+                parts["top_p"] = gr.Slider(0.05, 1, value=spec.sampling.top_p, step=0.05, label="top_p")
+                parts["max_tokens"] = gr.Slider(1, 2048, value=spec.sampling.max_tokens, step=1, label="max_tokens")
+                parts["seed"] = gr.Number(value=-1, precision=0, label="seed (-1: random)", elem_id="seed")
+            parts["inspect_btn"] = gr.Button("Inspect only", elem_id="inspect")
+        with gr.Column(scale=2, min_width=320, elem_id="prompt-panel"):
+            gr.Markdown("### 1 · Rendered prompt")
+            parts["prompt"] = gr.HTML(elem_id="rendered-prompt")
+            gr.Markdown("### 2 · Placeholder expansion")
+            parts["budget"] = gr.HTML(elem_id="budget")
+            parts["runs"] = gr.Textbox(label="Token sequence (runs)", lines=4, max_lines=10, elem_id="runs")
+            parts["table"] = gr.Dataframe(headers=TABLE_HEADERS, label="Images", elem_id="image-table",
+                                          interactive=False)
+            parts["gallery"] = gr.Gallery(label="What the processor did", columns=2, height=260, elem_id="overlays")
+        with gr.Column(scale=2, min_width=320, elem_id="chat-panel"):
+            gr.Markdown("### 3 · Chat")
+            parts["chat"] = gr.Chatbot(label="Chat", elem_id="chat", height=440)
+            parts["box"] = gr.MultimodalTextbox(file_types=["image", ".safetensors"], file_count="multiple",
+                                                elem_id="question",
+                                                placeholder="Ask about the images (upload, paste or drop them here)")
+            parts["urls"] = gr.Textbox(label="Image URLs (one a line; http(s) from allowed hosts, or data:)",
+                                       visible=settings.url_fetch, lines=1, elem_id="image-urls")
+            parts["stats"] = gr.Markdown(elem_id="stats")
+            parts["stats_data"] = gr.JSON(visible=False, elem_id="stats-data")
+            with gr.Row():
+                parts["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="stop")
+                parts["retry_btn"] = gr.Button("Retry", elem_id="retry")
+                parts["undo_btn"] = gr.Button("Undo", elem_id="undo")
+                parts["clear_btn"] = gr.Button("Clear", elem_id="clear")
+    examples = [[{"text": q, "files": [str(ASSETS / f)]}] for f, q in EXAMPLES if (ASSETS / f).exists()]
+    if (ASSETS / "shape-a.png").exists():
+        examples.append([{"text": "What differs between the two pictures?",
+                          "files": [str(ASSETS / "shape-a.png"), str(ASSETS / "shape-b.png")]}])
+    if examples:
+        gr.Examples(examples, [parts["box"]], label="Examples (made by this project)")
+    with gr.Accordion("Export: replay this request against vllm serve", open=False):
+        parts["export_curl"] = gr.Code(label="vllm serve + curl", language="shell")
+        parts["export_json"] = gr.Code(label="request.json (OpenAI chat completions)", language="json")
+        parts["export_py"] = gr.Code(label="Python (openai)", language="python")
+    with gr.Accordion("Compare two settings", open=False, elem_id="compare"):
+        with gr.Row():
+            for side in ("a", "b"):
+                with gr.Column():
+                    parts[f"model_{side}"] = gr.Dropdown(choices=choices, value=default_model,
+                                                         label=f"{side.upper()}: model", elem_id=f"model-{side}")
+                    parts[f"controls_{side}"] = Controls.create(registry, default_model, elem_prefix=f"{side}")
+        parts["compare_btn"] = gr.Button("Compare (inspect both)", elem_id="compare-btn")
+        with gr.Row():
+            for side in ("a", "b"):
+                with gr.Column():
+                    parts[f"compare_{side}"] = gr.HTML(elem_id=f"compare-{side}")
+                    parts[f"compare_{side}_gallery"] = gr.Gallery(columns=2, height=220)
+    return Page(**parts)
+
+
+class Handlers:
+    """What the page's events do, each an async function over the chat service. Values come in by
+    position (Gradio's way) and go out by name (``Page.values``)."""
+
+    def __init__(self, service: ChatService, page: Page):
+        self.service = service
+        self.registry = service.registry
+        self.settings = service.settings
+        self.page = page
+
+    # -- requests
+
+    def request(self, model: str, turns: Sequence[Turn], system: str, sampling: Sequence[Any],
+                controls: Sequence[Any], control_set: Controls | None = None) -> ChatRequest:
+        """The typed request for the page's values; ``InputError`` for a value of the wrong type."""
+        spec = self.registry.get(model)
+        mm_kwargs = (control_set or self.page.controls).mm_kwargs(model, controls)
         temperature, top_p, max_tokens, seed = sampling
-        sampling_params = Sampling(temperature=float(temperature), top_p=float(top_p), max_tokens=int(max_tokens),
-                                   seed=int(seed) if seed not in (None, "", -1) else None,
-                                   ignore_eos=spec.sampling.ignore_eos)  # models.yaml's; the page has no control
-        return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
-                           sampling=sampling_params)
-
-    async def read_message(message: dict | None, url_text: str | None) -> tuple[str, list[str], list[str], tuple]:
-        """The message's text, its uploaded file paths, its URLs (one a line in ``url_text``), and every
-        image decoded and checked (uploads first, then the URLs)."""
-        text = (message or {}).get("text", "") or ""
-        files = [f if isinstance(f, str) else f["path"] for f in (message or {}).get("files", []) or []]
-        links = [line.strip() for line in (url_text or "").splitlines() if line.strip()]
         try:
-            images = [load_image_embeds(path, settings) if path.endswith(".safetensors")
-                      else load_image(path, settings, name=Path(path).name)  # not the server's upload folder
-                      for path in files]
-            if len(files) + len(links) > settings.max_images_per_turn:
-                raise InputError(f"{len(files) + len(links)} images in one message; the limit is "
-                                 f"{settings.max_images_per_turn}")
-            images += [await load_image_url(link, settings) for link in links]
-        except VlmDemoError as exc:
-            raise gr.Error(str(exc)) from None
-        return text, files, links, tuple(images)
+            params = Sampling(temperature=float(temperature), top_p=float(top_p), max_tokens=int(max_tokens),
+                              seed=int(seed) if seed not in (None, "", -1) else None,
+                              ignore_eos=spec.sampling.ignore_eos)  # models.yaml's; the page has no control
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"sampling settings: {str(exc).splitlines()[0]}") from None
+        return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
+                           sampling=params)
 
-    async def to_inspect(message: dict[str, Any] | None, turns: list[Turn], url_text: str) -> list[Turn]:
-        """The conversation to inspect: with the typed message, or else up to the last question."""
-        text, _, _, images = await read_message(message, url_text)
-        if text or images:
-            return [*turns, Turn("user", text, {"image": images} if images else {})]
-        return turns[:-1] if turns and turns[-1].role == "assistant" else turns
+    async def read_message(self, message: dict | None, url_text: str | None) -> tuple[Turn, tuple[Any, ...]]:
+        """The message as a user turn (uploads first, then URLs), and as the chat shows it. Counts are checked
+        before anything is decoded; decoding and checking run in a worker thread, off the event loop."""
+        message = message if isinstance(message, dict) else {}
+        text = message.get("text", "") or ""
+        if not isinstance(text, str):
+            raise InputError("the message text must be a string")
+        files = [f if isinstance(f, str) else (f or {}).get("path", "") for f in message.get("files", []) or []]
+        links = [line.strip() for line in (url_text or "").splitlines() if line.strip()]
+        if len(files) + len(links) > self.settings.max_images_per_turn:
+            raise InputError(f"{len(files) + len(links)} images in one message; the limit is "
+                             f"{self.settings.max_images_per_turn}")
+        images = list(await asyncio.to_thread(self._decode, files))
+        images += [await load_image_url(link, self.settings) for link in links]
+        shown = text + "".join(f"\n[image: {link[:80]}]" for link in links)
+        return Turn("user", text, {"image": tuple(images)} if images else {}), (*files, shown)
 
-    async def run_chat(turns: list[Turn], history: list[dict[str, Any]], request: ChatRequest,
-                       rollback: list[dict[str, Any]]):
-        """Stream one answer; yields dicts of panel updates, grouped by time (the first at once).
-        On failure the chat goes back to ``rollback``, so it stays in step with the turns.
+    def _decode(self, files: Sequence[str]) -> list[Any]:
+        return [load_image_embeds(path, self.settings) if path.endswith(".safetensors")
+                else load_image(path, self.settings, name=Path(path).name)  # not the server's upload folder
+                for path in files]
 
-        Each streamed update repeats the panels' values rather than leaving them out: Gradio turns an
-        output left out of a dict into a property update, and rebuilds that component's configuration
-        (its JSON schema included) on every update, which cost more than the rest of the update together.
-        Repeated values are cheap to process and reach the browser as an empty diff. Only the message box
-        and the conversation state are left out (the box may hold the user's next question)."""
+    def rendered_view(self, request: ChatRequest, inspection: Inspection) -> dict[str, Any]:
+        """The panels and exports of a rendered request (drawing and encoding pictures: run in a thread)."""
         images = [im for t in request.turns for im in t.media.get("image", ())]
-        history = [*history, {"role": "assistant", "content": ""}]
-        shown: dict[Any, Any] = {}
+        spec = self.registry.get(request.model)
+        body = chat_completions_body(request, spec)
+        return {**panels(self.service, inspection, images), "engine_state": _state_text(self.service, request.model),
+                "export_json": json.dumps(body, indent=1), "export_curl": serve_command(spec) + "\n\n" + curl_command(spec),
+                "export_py": python_snippet(body, spec)}
+
+    async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, clear_box: bool):
+        """Stream the answer to ``exchange`` after ``before``; yields page updates, grouped by time (the first at
+        once), each with the conversation as shown so far, so a stopped answer stays as it was shown.
+
+        A request refused before it reached the engine changes nothing. Each streamed update repeats the panels'
+        values rather than leaving them out: Gradio turns an output left out of a dict into a property update,
+        and rebuilds that component's configuration (its JSON schema included) on every update, which cost more
+        than the rest of the update together; repeated values reach the browser as an empty diff. The message
+        box is left out after the first update (it may hold the user's next question)."""
+        page = self.page
+        conversation = before.ask(exchange)
+        shown: dict[str, Any] = {}
         last = 0.0
-        async with contextlib.aclosing(service.chat(request)) as events:
+        async with contextlib.aclosing(self.service.chat(request)) as events:
             async for event in events:
                 if isinstance(event, Failed):
-                    yield {chatbot: rollback}
+                    if not shown:
+                        raise gr.Error(event.message)
+                    conversation = conversation.with_last(status="failed", note=event.message)
+                    yield page.values(**shown | {"chat": chat_messages(conversation), "stats": "",
+                                                 "stats_data": stats_data(None, "failed")}) | {page.state: conversation}
                     raise gr.Error(event.message)
                 if isinstance(event, Rendered):
-                    p = panels(service, event.inspection, images)
-                    spec = registry.get(request.model)
-                    body = chat_completions_body(request, spec)
-                    shown = {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
-                             budget: p["budget"], stats: "generating…",
-                             engine_state: _state_text(service, request.model),
-                             export_json: json.dumps(body, indent=1),
-                             export_curl: serve_command(spec) + "\n\n" + curl_command(spec),
-                             export_py: python_snippet(body, spec)}
-                    yield {**shown, chatbot: history, box: None}  # None clears the box (a value, not a costly update)
+                    shown = await asyncio.to_thread(self.rendered_view, request, event.inspection)
+                    shown |= {"stats": "generating…", "stats_data": stats_data(None, "streaming")}
+                    first = page.values(**shown, chat=chat_messages(conversation)) | {page.state: conversation}
+                    yield first | ({page.box: None} if clear_box else {})  # None clears the box (a value, not a costly update)
                 elif isinstance(event, Delta):
-                    history[-1] = {"role": "assistant", "content": event.answer}
+                    conversation = conversation.with_last(answer=event.answer, reasoning=getattr(event, "reasoning", ""))
                     now = time.perf_counter()
-                    if now - last >= settings.ui_update_interval_s:
+                    if now - last >= self.settings.ui_update_interval_s:
                         last = now
-                        yield {**shown, chatbot: history}
+                        yield page.values(**shown, chat=chat_messages(conversation)) | {page.state: conversation}
                 elif isinstance(event, Done):
-                    history[-1] = {"role": "assistant", "content": event.answer}
-                    yield {**shown, chatbot: history, stats: _stats(event),
-                           state: [*turns, Turn("assistant", event.answer)]}
+                    stats = stats_of(event)
+                    conversation = conversation.with_last(answer=event.answer, status="done", stats=stats,
+                                                          reasoning=getattr(event, "reasoning", ""))
+                    yield page.values(**shown | {"chat": chat_messages(conversation), "stats": stats_text(stats),
+                                                 "stats_data": stats_data(stats, "done")}) | {page.state: conversation}
 
-    async def submit(message, history, turns, model, system, temperature, top_p, max_tokens, seed, *rest):
-        *sliders, url_text = rest
-        text, files, links, images = await read_message(message, url_text)
-        turns = [*turns, Turn("user", text, {"image": images} if images else {})]
-        request = make_request(model, turns, system, (temperature, top_p, max_tokens, seed), sliders)
-        shown = text + "".join(f"\n[image: {link[:80]}]" for link in links)
-        new_history = [*history, {"role": "user", "content": [*({"path": p} for p in files), shown]}]
-        async for update in run_chat(turns, new_history, request, rollback=history):
-            yield update
+    # -- events
 
-    async def retry(history, turns, model, system, temperature, top_p, max_tokens, seed, *sliders):
-        if len(turns) < 2:
-            raise gr.Error("nothing to retry yet")
-        request = make_request(model, turns[:-1], system, (temperature, top_p, max_tokens, seed), sliders)
-        async for update in run_chat(turns[:-1], history[:-1], request, rollback=history):
-            yield update
-
-    def undo(history, turns):
-        return {chatbot: history[:-2], state: turns[:-2]}
-
-    def clear():
-        return {chatbot: [], state: [], prompt_box: "", runs_box: "", table: [], gallery: [], budget: "", stats: ""}
-
-    async def inspect_only(message, turns, model, system, *rest):
-        """Render and expand without generating (the sliders call this as they move)."""
-        *sliders, url_text = rest
-        turns = await to_inspect(message, turns, url_text)
-        if not turns:
-            return {stats: "add an image or a question to inspect"}
-        request = make_request(model, turns, system, (0.0, 1.0, 1, None), sliders)
+    async def submit(self, message, conversation, model, system, temperature, top_p, max_tokens, seed, *rest):
+        """Ask the message (the ``/chat`` API)."""
+        *controls, url_text = rest
         try:
-            inspection = await service.inspect(request)
+            user, shown = await self.read_message(message, url_text)
+            before = _conversation(conversation).settled()
+            request = self.request(model, (*before.turns(), user), system, (temperature, top_p, max_tokens, seed),
+                                   controls)
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
-        p = panels(service, inspection, [im for t in request.turns for im in t.media.get("image", ())])
-        return {prompt_box: p["prompt"], runs_box: p["runs"], table: p["table"], gallery: p["gallery"],
-                budget: p["budget"], engine_state: _state_text(service, model)}
+        async for update in self.answer(before, Exchange(user, shown), request, clear_box=True):
+            yield update
 
-    async def load_model(name: str, progress=gr.Progress(track_tqdm=True)):
-        progress(0, desc=f"starting the {name} engine…")
+    async def retry(self, conversation, model, system, temperature, top_p, max_tokens, seed, *controls):
+        """Answer the last message again, whatever became of its answer (the ``/retry`` API)."""
         try:
-            await service.engines.get(registry.get(name))
+            before, exchange = _conversation(conversation).retry()
+        except ValueError:
+            raise gr.Error("nothing to retry yet") from None
+        try:
+            request = self.request(model, (*before.turns(), exchange.user), system,
+                                   (temperature, top_p, max_tokens, seed), controls)
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
-        return _state_text(service, name)
+        async for update in self.answer(before, exchange, request, clear_box=False):
+            yield update
 
-    async def compare(message, turns, model_a, kwargs_a, model_b, kwargs_b, url_text):
-        all_turns = await to_inspect(message, turns, url_text)
-        if not all_turns:
-            raise gr.Error("add an image and a question first")
-        outputs = []
-        for model, raw in ((model_a, kwargs_a), (model_b, kwargs_b)):
-            try:
-                kwargs = json.loads(raw or "{}")
-                inspection = await service.inspect(ChatRequest(model=model, turns=tuple(all_turns), mm_kwargs=kwargs))
-            except ValueError as exc:
-                raise gr.Error(f"settings must be JSON, e.g. {{\"max_pixels\": 200704}} ({exc})") from None
-            except VlmDemoError as exc:
-                raise gr.Error(str(exc)) from None
-            p = panels(service, inspection, [im for t in all_turns for im in t.media.get("image", ())])
-            outputs += [p["budget"] + p["prompt"], p["gallery"]]
+    def stop(self, conversation) -> dict[Any, Any]:
+        """Mark the answer being streamed as stopped (its request is cancelled by the same click)."""
+        conversation = _conversation(conversation).settled()
+        return self.page.values(chat=chat_messages(conversation), stats_data=stats_data(None, "stopped")) | {
+            self.page.state: conversation}
+
+    def undo(self, conversation) -> dict[Any, Any]:
+        """Remove the last exchange (the ``/undo`` API)."""
+        conversation = _conversation(conversation).undo()
+        return self.page.values(chat=chat_messages(conversation)) | {self.page.state: conversation}
+
+    def clear(self) -> dict[Any, Any]:
+        """Start a new conversation (the ``/clear`` API)."""
+        return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="") | {
+            self.page.state: Conversation()}
+
+    async def to_inspect(self, message, conversation, url_text) -> tuple[Turn, ...]:
+        """The turns to inspect: the conversation with the typed message, or else up to its last question."""
+        conversation = _conversation(conversation).settled()
+        user, _ = await self.read_message(message, url_text)
+        if user.text or user.media:
+            return (*conversation.turns(), user)
+        if conversation.exchanges:
+            before, exchange = conversation.retry()
+            return (*before.turns(), exchange.user)
+        return ()
+
+    async def inspect(self, message, conversation, model, system, *rest) -> dict[Any, Any]:
+        """Render and expand without generating (the ``/inspect`` API; the controls call it as they move)."""
+        *controls, url_text = rest
+        try:
+            turns = await self.to_inspect(message, conversation, url_text)
+            if not turns:
+                return self.page.values(stats="add an image or a question to inspect")
+            request = self.request(model, turns, system, (0.0, 1.0, 1, None), controls)
+            inspection = await self.service.inspect(request)
+        except VlmDemoError as exc:
+            raise gr.Error(str(exc)) from None
+        images = [im for t in request.turns for im in t.media.get("image", ())]
+        view = await asyncio.to_thread(panels, self.service, inspection, images)
+        return self.page.values(**view, engine_state=_state_text(self.service, model))
+
+    async def compare(self, message, conversation, url_text, model_a, *rest) -> list[Any]:
+        """Inspect the same conversation under two models or settings (the ``/compare`` API)."""
+        n = len(self.page.controls_a.kwargs)
+        controls_a, (model_b, *controls_b) = rest[:n], rest[n:]
+        outputs: list[Any] = []
+        try:
+            turns = await self.to_inspect(message, conversation, url_text)
+            if not turns:
+                raise InputError("add an image and a question first")
+            for model, values, control_set in ((model_a, controls_a, self.page.controls_a),
+                                               (model_b, controls_b, self.page.controls_b)):
+                request = self.request(model, turns, "", (0.0, 1.0, 1, None), values, control_set)
+                inspection = await self.service.inspect(request)
+                images = [im for t in turns for im in t.media.get("image", ())]
+                view = await asyncio.to_thread(panels, self.service, inspection, images)
+                outputs += [view["budget"] + view["prompt"], view["gallery"]]
+        except VlmDemoError as exc:
+            raise gr.Error(str(exc)) from None
         return outputs
 
-    with gr.Blocks(title="vlm-demo") as demo:
-        gr.Markdown("# vlm-demo\nChat with a vision-language model served by vLLM and see exactly what the "
-                    "engine receives: the rendered prompt, each image's tokens, and the streamed answer.")
-        state = gr.State([])
-        with gr.Row():
-            model = gr.Dropdown(choices=choices, value=default_model, label="Model", scale=2, elem_id="model")
-            engine_state = gr.Markdown(_state_text(service, default_model), elem_id="engine-state")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=1, min_width=260):
-                system = gr.Textbox(label="System prompt", placeholder="(the chat template's default)", lines=2)
-                sliders = [control(default_model, k, elem_id=f"slider-{k}") for k in control_kwargs]
-                spec = registry.get(default_model)
-                with gr.Accordion("Sampling", open=False, elem_id="sampling"):
-                    temperature = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
-                    top_p = gr.Slider(0.05, 1, value=spec.sampling.top_p, step=0.05, label="top_p")
-                    max_tokens = gr.Slider(1, 2048, value=spec.sampling.max_tokens, step=1, label="max_tokens")
-                    seed = gr.Number(value=-1, precision=0, label="seed (-1: random)", elem_id="seed")
-                inspect_btn = gr.Button("Inspect only", elem_id="inspect")
-            with gr.Column(scale=2):
-                gr.Markdown("### 1 · Rendered prompt")
-                prompt_box = gr.HTML(elem_id="rendered-prompt")
-                gr.Markdown("### 2 · Placeholder expansion")
-                budget = gr.HTML(elem_id="budget")
-                runs_box = gr.Textbox(label="Token sequence (runs)", lines=4, max_lines=10, elem_id="runs")
-                table = gr.Dataframe(headers=TABLE_HEADERS, label="Images", elem_id="image-table", interactive=False)
-                gallery = gr.Gallery(label="What the processor did", columns=2, height=260, elem_id="overlays")
-            with gr.Column(scale=2):
-                gr.Markdown("### 3 · Chat")
-                chatbot = gr.Chatbot(label="Chat", elem_id="chat", height=440)
-                box = gr.MultimodalTextbox(file_types=["image", ".safetensors"], file_count="multiple",
-                                           elem_id="question",
-                                           placeholder="Ask about the images (upload, paste or drop them here)")
-                urls = gr.Textbox(label="Image URLs (one a line; http(s) from allowed hosts, or data:)",
-                                  visible=settings.url_fetch, lines=1, elem_id="image-urls")
-                stats = gr.Markdown(elem_id="stats")
-                with gr.Row():
-                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
-                    retry_btn = gr.Button("Retry")
-                    undo_btn = gr.Button("Undo")
-                    clear_btn = gr.Button("Clear")
-        examples = [[{"text": q, "files": [str(ASSETS / f)]}] for f, q in EXAMPLES if (ASSETS / f).exists()]
-        if (ASSETS / "shape-a.png").exists():
-            examples.append([{"text": "What differs between the two pictures?",
-                              "files": [str(ASSETS / "shape-a.png"), str(ASSETS / "shape-b.png")]}])
-        if examples:
-            gr.Examples(examples, [box], label="Examples (made by this project)")
-        with gr.Accordion("Export: replay this request against vllm serve", open=False):
-            export_curl = gr.Code(label="vllm serve + curl", language="shell")
-            export_json = gr.Code(label="request.json (OpenAI chat completions)", language="json")
-            export_py = gr.Code(label="Python (openai)", language="python")
-        with gr.Accordion("Compare two settings", open=False):
-            with gr.Row():
-                model_a = gr.Dropdown(choices=choices, value=default_model, label="A: model")
-                kwargs_a = gr.Textbox(label="A: image settings (JSON)", value="{}")
-                model_b = gr.Dropdown(choices=choices, value=default_model, label="B: model")
-                kwargs_b = gr.Textbox(label="B: image settings (JSON)", value="{}")
-            compare_btn = gr.Button("Compare (inspect both)")
-            with gr.Row():
-                with gr.Column():
-                    cmp_a, cmp_a_gallery = gr.HTML(), gr.Gallery(columns=2, height=220)
-                with gr.Column():
-                    cmp_b, cmp_b_gallery = gr.HTML(), gr.Gallery(columns=2, height=220)
+    async def load_model(self, name: str, progress=gr.Progress(track_tqdm=True)) -> str:  # noqa: B008 - Gradio's way
+        """Start (or switch to) the model's engine (the ``/load_model`` API)."""
+        progress(0, desc=f"starting the {name} engine…")
+        try:
+            await self.service.engines.get(self.registry.get(name))
+        except VlmDemoError as exc:
+            raise gr.Error(str(exc)) from None
+        return _state_text(self.service, name)
 
-        sampling_inputs = [temperature, top_p, max_tokens, seed, *sliders]
-        outputs = [prompt_box, runs_box, table, gallery, budget, chatbot, stats, box, engine_state, state,
-                   export_json, export_curl, export_py]
-        chat_event = box.submit(submit, [box, chatbot, state, model, system, *sampling_inputs, urls], outputs,
-                                api_name="chat")
-        chat_event.success(lambda: "", None, urls, api_name=False)  # the URLs went with the question
-        retry_event = retry_btn.click(retry, [chatbot, state, model, system, *sampling_inputs], outputs,
-                                      api_name="retry")
-        stop_btn.click(None, None, None, cancels=[chat_event, retry_event], api_name="stop")
-        undo_btn.click(undo, [chatbot, state], [chatbot, state], api_name="undo")
-        clear_btn.click(clear, None, [chatbot, state, prompt_box, runs_box, table, gallery, budget, stats],
-                        api_name="clear")
-        inspect_inputs = [box, state, model, system, *sliders, urls]
-        inspect_outputs = [prompt_box, runs_box, table, gallery, budget, engine_state, stats]
-        inspect_btn.click(inspect_only, inspect_inputs, inspect_outputs, api_name="inspect")
-        for control in sliders:  # a slider on release, a checkbox on each click
-            moved = control.input if isinstance(control, gr.Checkbox) else control.release
-            moved(inspect_only, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last")
-        model.change(control_updates, model, sliders, api_name=False).then(
-            lambda name: _state_text(service, name), model, engine_state, api_name=False).then(
-            load_model, model, engine_state, api_name="load_model")
-        demo.load(lambda name: _state_text(service, name), model, engine_state, api_name=False)
-        compare_btn.click(compare, [box, state, model_a, kwargs_a, model_b, kwargs_b, urls],
-                          [cmp_a, cmp_a_gallery, cmp_b, cmp_b_gallery], api_name="compare")
-    demo.queue(default_concurrency_limit=settings.queue_concurrency, max_size=settings.queue_max_size)
+    def state_text(self, name: str) -> str:
+        return _state_text(self.service, name)
+
+
+def _conversation(value: Any) -> Conversation:
+    """The session's conversation (a new session's state may still be Gradio's empty default)."""
+    return value if isinstance(value, Conversation) else Conversation()
+
+
+def wire(page: Page, on: Handlers) -> None:
+    """Connect the page's events to the handlers; each API endpoint is named."""
+    controls = page.controls.components
+    sampling = page.sampling
+    chat_outputs = [*page.out(CHAT_OUTPUTS), page.state]
+    chat_event = page.box.submit(on.submit, [page.box, page.state, page.model, page.system, *sampling, *controls,
+                                             page.urls], chat_outputs, api_name="chat")
+    chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
+    retry_event = page.retry_btn.click(on.retry, [page.state, page.model, page.system, *sampling, *controls],
+                                       chat_outputs, api_name="retry")
+    page.stop_btn.click(on.stop, page.state, [page.chat, page.stats_data, page.state],
+                        cancels=[chat_event, retry_event], api_name="stop")
+    page.undo_btn.click(on.undo, page.state, [page.chat, page.state], api_name="undo")
+    page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.state], api_name="clear")
+    inspect_inputs = [page.box, page.state, page.model, page.system, *controls, page.urls]
+    inspect_outputs = page.out(INSPECT_OUTPUTS)
+    page.inspect_btn.click(on.inspect, inspect_inputs, inspect_outputs, api_name="inspect")
+    for control in controls:  # a slider on release, a checkbox on each click
+        moved = control.input if isinstance(control, gr.Checkbox) else control.release
+        moved(on.inspect, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last")
+    page.model.change(page.controls.updates, page.model, controls, api_name=False).then(
+        on.state_text, page.model, page.engine_state, api_name=False).then(
+        on.load_model, page.model, page.engine_state, api_name="load_model")
+    for picker, side in ((page.model_a, page.controls_a), (page.model_b, page.controls_b)):
+        picker.change(side.updates, picker, side.components, api_name=False)
+    page.compare_btn.click(on.compare, [page.box, page.state, page.urls, page.model_a, *page.controls_a.components,
+                                        page.model_b, *page.controls_b.components],
+                           page.out(COMPARE_OUTPUTS), api_name="compare")
+
+
+def build_app(service: ChatService, default_model: str) -> gr.Blocks:
+    """The page: its layout, its handlers and the events between them."""
+    with gr.Blocks(title="vlm-demo") as demo:
+        page = layout(service, default_model)
+        handlers = Handlers(service, page)
+        wire(page, handlers)
+        demo.load(handlers.state_text, page.model, page.engine_state, api_name=False)
+    demo.queue(default_concurrency_limit=service.settings.queue_concurrency, max_size=service.settings.queue_max_size)
     return demo
 
 
