@@ -18,7 +18,8 @@ from vlm_demo.service import ChatRequest, Turn, to_openai_messages
 
 from .conftest import ROOT, make_image
 
-TINY = {spec.family: spec.name for spec in load_registry(ROOT / "models.yaml").models if spec.tiny}
+TINY = {spec.family: spec.name for spec in load_registry(ROOT / "models.yaml").models
+        if spec.tiny and spec.reasoning_parser is None}
 """Family -> its tiny model's registry name."""
 CASES = [(name, i) for name, adapter in sorted(families.ADAPTERS.items()) for i in range(len(adapter.known_counts))]
 

@@ -105,7 +105,8 @@ def _messages_and_kwargs(request: ChatRequest, registry: Registry):
 
 
 async def test_streamed_answer_equals_the_local_engines(both: ChatService, report):
-    sampling = Sampling(temperature=0.8, top_p=0.95, max_tokens=24, seed=1234)
+    # Every token on both sides: the server does not restrict a random-weight model to printable tokens.
+    sampling = Sampling(temperature=0.8, top_p=0.95, max_tokens=24, seed=1234, printable_only=False)
     t0 = time.perf_counter()
     rendered_r, remote = await collect(both, request_for(f"remote-{MODEL}", sampling=sampling))
     t_remote = time.perf_counter() - t0
@@ -124,6 +125,18 @@ async def test_first_delta_carries_the_servers_prompt_ids(both: ChatService, reg
     assert deltas[0].prompt_token_ids == rendered.prompt_token_ids
     assert sum(d.num_tokens for d in deltas) == 3
     assert deltas[-1].finish_reason == "length"
+
+
+async def test_done_counts_the_servers_prefix_cache_hits(both: ChatService):
+    """The server's usage (``prompt_tokens_details.cached_tokens``, with ``--enable-prompt-tokens-details``)
+    reaches ``Done.cached_tokens``: the same two-image prompt, asked again, comes from its prefix cache."""
+    images = (make_image(364, 252, seed=21), make_image(252, 364, seed=22))  # images no other test sends
+    request = ChatRequest(model=f"remote-{MODEL}", turns=(Turn("user", "Anything new?", {"image": images}),),
+                          sampling=Sampling(max_tokens=4, seed=1))
+    _, first = await collect(both, request)
+    _, again = await collect(both, request)
+    assert first.prompt_tokens == again.prompt_tokens > 0
+    assert first.cached_tokens < again.cached_tokens <= again.prompt_tokens
 
 
 async def metric(server: Server, name: str) -> float:

@@ -36,9 +36,9 @@ from vlm_demo.settings import Settings
 START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
 HOST = "127.0.0.1"
-SCALE_OUT_FLAGS = ("--enable-scale-out", "--enable-tokenizer-info-endpoint")
-"""What the remote engine's panels use beyond ``--trust-request-mm-kwargs``: ``/v1/chat/completions/render``
-and ``/tokenizer_info``."""
+SCALE_OUT_FLAGS = ("--enable-scale-out", "--enable-tokenizer-info-endpoint", "--enable-prompt-tokens-details")
+"""What the remote engine's panels use beyond ``--trust-request-mm-kwargs``: ``/v1/chat/completions/render``,
+``/tokenizer_info`` and the usage's ``prompt_tokens_details.cached_tokens`` (prefix-cache hits)."""
 
 
 def free_port() -> int:

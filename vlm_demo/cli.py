@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import contextlib
 import gc
 import json
 import logging
 import os
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 from .errors import InputError, VlmDemoError
@@ -35,7 +38,9 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    """Serve the Gradio page."""
+    """Serve the Gradio page until SIGTERM (``kill``, ``docker stop``) or SIGINT (Ctrl-C), then stop in
+    order (``_stop_serving``) and exit with status 0: the stop was asked for and done, nothing failed (128 +
+    the signal's number is what a shell reports for a process the signal killed, which this one is not)."""
     from .engine import EngineManager, has_gpu
     from .service import ChatService
     from .ui import build_app, launch_kwargs
@@ -44,13 +49,60 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     name = args.model or os.environ.get("VLM_DEMO_MODEL") or registry.default(has_gpu()).name
     registry.get(name)  # unknown names fail here, before the server starts
     engines = EngineManager(settings)
-    atexit.register(engines.shutdown_all)
-    exit_on_sigterm()
+    atexit.register(engines.shutdown_all)  # any other way out still stops the engines
+    stop = StopSignals()
     demo = build_app(ChatService(registry, engines, settings), default_model=name)
     host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
-    demo.launch(server_name=host, server_port=port, **launch_kwargs(settings))
+    try:
+        demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **launch_kwargs(settings))
+        stop.wait()
+    finally:
+        _stop_serving(demo, engines, settings)
     return 0
+
+
+class StopSignals:
+    """Records SIGTERM and SIGINT instead of raising them anywhere in the main thread, so the app stops in
+    order, once, after the signal (one that comes while the page starts is acted on once it is up)."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        """The first stop signal's number, None until one comes."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._record)
+
+    def _record(self, signum: int, frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+
+    def wait(self) -> int:
+        """Block until a stop signal comes; its number."""
+        while self.received is None:
+            time.sleep(0.1)
+        return self.received
+
+
+def _stop_serving(demo, engines, settings: Settings) -> None:
+    """Stop the app in order: the page takes no new requests (Gradio's queue and listening socket close; the
+    server then waits for open requests), the engines shut down, which ends answers still streaming, and the
+    server's thread ends. Each step is bounded by ``settings.stop_grace_s``; a process of ours still running
+    after that (an engine caught starting) is killed, so none outlives the app."""
+    import psutil
+
+    from .engine.local import _descendants
+
+    log = logging.getLogger(__name__)
+    log.info("stopping: closing the page, shutting the engines down")
+    t0 = time.perf_counter()
+    closing = threading.Thread(target=demo.close, kwargs={"verbose": False}, name="gradio-close", daemon=True)
+    closing.start()
+    engines.shutdown_all(settings.stop_grace_s)
+    closing.join(settings.stop_grace_s)
+    for pid in _descendants():  # Python's resource tracker aside: it ends after us, once it has cleaned up
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+    log.info("stopped in %.1f s", time.perf_counter() - t0)
 
 
 def exit_on_sigterm() -> None:
@@ -151,12 +203,14 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     out = _stdout_to_stderr() if args.json else sys.stdout
 
     async def run(service):
+        shown = 0  # reasoning characters printed so far
         async for event in service.chat(request):
             if isinstance(event, Failed):
                 raise InputError(event.message)
             if isinstance(event, Delta) and not args.json:
-                out.write(event.text)
+                out.write(chat_text(event, shown))
                 out.flush()
+                shown = len(event.reasoning)
             if isinstance(event, Done):
                 return event
         return None
@@ -165,11 +219,26 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         out.write(json.dumps({"model": request.model, "text": done.answer, "num_tokens": done.num_tokens,
                               "ttft_s": done.ttft_s, "tokens_per_s": done.tokens_per_s,
-                              "finish_reason": done.finish_reason}) + "\n")
+                              "finish_reason": done.finish_reason, "reasoning": done.reasoning,
+                              "reasoning_tokens": done.reasoning_tokens}) + "\n")
     else:
-        out.write(f"\n[{done.num_tokens} tokens, ttft {done.ttft_s:.3f} s, {done.tokens_per_s:.1f} tokens/s]\n")
+        reasoning = f" ({done.reasoning_tokens} reasoning)" if done.reasoning_tokens else ""
+        out.write(f"\n[{done.num_tokens} tokens{reasoning}, ttft {done.ttft_s:.3f} s, {done.tokens_per_s:.1f} tokens/s]\n")
     out.flush()
     return 0
+
+
+def chat_text(delta, shown: int) -> str:
+    """What ``chat`` prints for one ``Delta``, ``shown`` reasoning characters having been printed: new
+    reasoning after a "[reasoning]" line, and answer text, after an "[answer]" line where reasoning came first."""
+    text = ""
+    if len(delta.reasoning) > shown:
+        text += ("[reasoning]\n" if shown == 0 else "") + delta.reasoning[shown:]
+    if delta.text:
+        if delta.reasoning and delta.answer == delta.text:  # the answer's first text, after the reasoning
+            text += "\n[answer]\n"
+        text += delta.text
+    return text
 
 
 def _add_request_args(parser: argparse.ArgumentParser) -> None:
@@ -233,8 +302,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         # Stopped engines are collected now, while the modules their finalizers use still exist (vLLM 0.32's
-        # AsyncLLM.__del__ otherwise runs at interpreter teardown and prints a TypeError traceback).
-        gc.collect()
+        # AsyncLLM.__del__ otherwise runs at interpreter teardown and prints a TypeError traceback). What is
+        # left is frozen: interpreter teardown then skips another scan of the whole heap (torch, vLLM,
+        # Gradio), which took 5-20 s on a busy 2-core machine.
+        if args.command != "serve":  # serve has shut its engines down itself (``_stop_serving``)
+            gc.collect()
+        gc.freeze()
 
 
 def serve_main(argv: list[str] | None = None) -> int:

@@ -40,6 +40,8 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
     }
     if sampling.seed is not None:
         body["seed"] = sampling.seed
+    if sampling.regex is not None:  # vLLM's own request field (structured outputs)
+        body["structured_outputs"] = {"regex": sampling.regex}
     mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
     if mm_kwargs:
         body["mm_processor_kwargs"] = mm_kwargs
@@ -66,7 +68,7 @@ def cli_flags(engine_kwargs: dict[str, Any]) -> list[tuple[str, str | None]]:
 def serve_command(spec: ModelSpec) -> str:
     """The ``vllm serve`` command the exported request is meant for (for an endpoint entry: the server
     it already goes to)."""
-    from .engine.local import spec_adapter
+    from .engine.local import prefix_caching_kwargs, spec_adapter
     from .engine.workarounds import start_kwargs
 
     if spec.remote:
@@ -74,17 +76,31 @@ def serve_command(spec: ModelSpec) -> str:
                 "--trust-request-mm-kwargs")
     kwargs = {k: v for k, v in spec.engine_args.to_vllm().items() if not (k == "load_format" and spec.tiny)}
     kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
+    kwargs.update(prefix_caching_kwargs(spec_adapter(spec)))
+    kwargs["reasoning_parser"] = spec.reasoning_parser  # the server splits reasoning as the app does (None: no flag)
     args = [f"vllm serve {spec.repo or spec.path or spec.name}", "--trust-request-mm-kwargs"]
     args += [flag if value is None else f"{flag} {shlex.quote(value)}"
              for flag, value in cli_flags(start_kwargs(kwargs, spec_adapter(spec)))]
     return " \\\n  ".join(args)
 
 
+PRINTABLE_NOTE = ("# vlm-demo restricted this random-weight model to printable tokens (allowed_token_ids); "
+                  "vllm serve samples from every token")
+"""What the exported snippets say for a model whose in-app answers are restricted to printable tokens."""
+
+
+def printable_note(spec: ModelSpec) -> str:
+    """``PRINTABLE_NOTE`` and a newline where the app restricts ``spec`` to printable tokens, else ""."""
+    from .engine.local import printable_only
+
+    return PRINTABLE_NOTE + "\n" if printable_only(spec) else ""
+
+
 def curl_command(spec: ModelSpec) -> str:
     """curl that posts the exported JSON (saved as request.json) to the model's server; the API key, if
     the entry names one, is read from its environment variable, never written out."""
     auth = f" \\\n  -H \"Authorization: Bearer ${spec.api_key_env}\"" if spec.api_key_env else ""
-    return (f"curl -sN {spec.endpoint or LOCAL_SERVER}/v1/chat/completions \\\n"
+    return (printable_note(spec) + f"curl -sN {spec.endpoint or LOCAL_SERVER}/v1/chat/completions \\\n"
             f"  -H 'Content-Type: application/json'{auth} \\\n  -d @request.json")
 
 
@@ -95,7 +111,7 @@ def python_snippet(body: dict[str, Any], spec: ModelSpec) -> str:
     seed = "\n    seed=body[\"seed\"]," if "seed" in body else ""
     imports = "import json\nimport os\n" if spec.api_key_env else "import json\n"
     api_key = f'os.environ["{spec.api_key_env}"]' if spec.api_key_env else '"EMPTY"'
-    return f'''{imports}from openai import OpenAI
+    return printable_note(spec) + f'''{imports}from openai import OpenAI
 
 body = json.load(open("request.json"))
 client = OpenAI(base_url="{spec.endpoint or LOCAL_SERVER}/v1", api_key={api_key})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from PIL import Image, ImageDraw
@@ -90,14 +90,18 @@ class Inspection:
     """Token budget."""
     runs: tuple[tuple[str, int], ...]
     """The ids as runs: (special token, repeat count) and the decoded text between them."""
+    token_texts: Mapping[int, str] = field(default_factory=dict)
+    """Each prompt id's own text (the id decoded alone), where the engine's tokenizer is at hand; empty for a
+    remote engine (the hover titles then give ids and positions only)."""
 
     def expansions(self) -> tuple[Expansion, ...]:
         """Every item of every modality, in prompt order."""
         return tuple(sorted((e for items in self.items.values() for e in items), key=lambda e: e.offset))
 
 
-def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...]) -> Inspection:
-    """Build the inspection of one rendered request."""
+def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
+            token_texts: Mapping[int, str] | None = None) -> Inspection:
+    """Build the inspection of one rendered request (``token_texts``: each id's own text, where known)."""
     ids = rendered.prompt_token_ids
     items = {
         modality: tuple(
@@ -130,6 +134,7 @@ def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...]) -> Insp
         geometry_note=rendered.geometry_note,
         budget=Budget(media, len(ids) - sum(media.values()), len(ids), rendered.max_model_len),
         runs=runs,
+        token_texts=dict(token_texts or {}),
     )
 
 
@@ -165,21 +170,99 @@ def _is_token(text: str) -> bool:
     return text.startswith("<") and text.endswith(">") and " " not in text
 
 
+PROMPT_CSS = """
+.prompt span.tile { outline: 1px dashed rgba(0, 0, 0, .35); outline-offset: -1px; }
+"""
+"""Rules for the prompt view's tile / frame sub-runs (``span.tile``), beside the page's ``mark.ph`` / ``mark.sp``."""
+
+UNIFORM_TILE_FAMILIES = frozenset({"internvl", "internvl_hf"})
+"""Families whose every tile (thumbnail included, last) gets the same number of feature tokens, so a run
+splits into equal per-tile parts. Other tiling families (Ovis partitions, LLaVA-OneVision crops with their
+newline tokens, Gemma 3 pan-and-scan crops) give no per-tile counts: their runs stay one part."""
+
+
 def prompt_html(inspection: Inspection, special_tokens: tuple[str, ...] = ()) -> str:
-    """The rendered prompt as HTML: image placeholders and special tokens highlighted."""
-    placeholders = {e.placeholder for e in inspection.expansions() if e.placeholder}
-    names = sorted(placeholders | set(special_tokens), key=len, reverse=True)
-    if not names:
-        return f'<pre class="prompt">{html.escape(inspection.prompt)}</pre>'
-    pattern = re.compile("|".join(re.escape(n) for n in names))
+    """The expanded prompt as HTML, one element per token with its details on hover (``title``): text and
+    special tokens give "id N · 'text' · position P"; each item's range is a ``<mark class="ph">`` titled with
+    which item it is, its count and range, split into per-tile parts (``span.tile``) where the geometry says
+    how many tokens each tile has; special tokens are ``<mark class="sp">``."""
+    ids, texts = inspection.prompt_token_ids, inspection.token_texts
+    specials = set(special_tokens) | {e.placeholder for e in inspection.expansions() if e.placeholder}
+    items = {e.offset: e for e in inspection.expansions()}
     parts, pos = [], 0
-    for match in pattern.finditer(inspection.prompt):
-        parts.append(html.escape(inspection.prompt[pos:match.start()]))
-        cls = "ph" if match.group() in placeholders else "sp"
-        parts.append(f'<mark class="{cls}">{html.escape(match.group())}</mark>')
-        pos = match.end()
-    parts.append(html.escape(inspection.prompt[pos:]))
+    while pos < len(ids):
+        item = items.get(pos)
+        if item is not None and item.length > 0:
+            parts.append(_item_html(inspection, item, specials))
+            pos += item.length
+            continue
+        parts.append(_token_html(ids[pos], texts.get(ids[pos]), pos, specials))
+        pos += 1
     return f'<pre class="prompt">{"".join(parts)}</pre>'
+
+
+def _shown(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+
+
+def _token_title(token_id: int, text: str | None, position: int) -> str:
+    shown = "" if text is None else f" · '{_shown(text)}'"
+    return f"id {token_id}{shown} · position {position}"
+
+
+def _token_html(token_id: int, text: str | None, position: int, specials: set[str]) -> str:
+    title = html.escape(_token_title(token_id, text, position))
+    body = html.escape(text if text is not None else f"[{token_id}]")
+    if text in specials:
+        return f'<mark class="sp" title="{title}">{body}</mark>'
+    return f'<span title="{title}">{body}</span>'
+
+
+def tile_counts(inspection: Inspection, item: Expansion) -> tuple[tuple[str, int], ...] | None:
+    """(label, feature tokens) of each tile / row of the item, in prompt order, where the geometry gives them
+    and they add up to the item's count: InternVL's equal tiles (thumbnail last), Qwen's rows of merged
+    patches (a grid of token cells); None otherwise (the run is shown as one part)."""
+    if item.grid is None or item.count <= 0:
+        return None
+    rows, cols = item.grid
+    if item.thumbnail is None and rows * cols == item.count:  # token cells: one token per cell
+        return tuple((f"row {r + 1} of {rows}", cols) for r in range(rows))
+    if item.thumbnail is not None and inspection.family in UNIFORM_TILE_FAMILIES:
+        n = rows * cols + (1 if item.thumbnail else 0)
+        if item.count % n:
+            return None
+        labels = [f"tile {k + 1} of {n} (row {k // cols + 1}, column {k % cols + 1})" for k in range(rows * cols)]
+        if item.thumbnail:
+            labels.append(f"tile {n} of {n} (thumbnail)")
+        return tuple((label, item.count // n) for label in labels)
+    return None
+
+
+def _item_html(inspection: Inspection, item: Expansion, specials: set[str]) -> str:
+    """One item's range: a ``mark.ph`` holding its marker tokens and its feature-token run(s)."""
+    ids, texts = inspection.prompt_token_ids, inspection.token_texts
+    total = len(inspection.items.get(item.modality, ()))
+    end = item.offset + item.length
+    feature = texts.get(item.token_id, item.placeholder or f"[{item.token_id}]")
+    title = (f"{item.modality} {item.index + 1} of {total} · {item.count} × '{_shown(feature)}' (id {item.token_id})"
+             f" · positions {item.offset}-{end - 1}")
+    tiles = list(tile_counts(inspection, item) or ((f"{item.modality} {item.index + 1}", item.count),))
+    parts, pos = [], item.offset
+    while pos < end:
+        if ids[pos] != item.token_id:  # a marker inside the range (<img>, </img>, a newline token...)
+            parts.append(_token_html(ids[pos], texts.get(ids[pos]), pos, specials))
+            pos += 1
+            continue
+        run_end = pos
+        while run_end < end and ids[run_end] == item.token_id:
+            run_end += 1
+        while pos < run_end:  # the run, cut into the tiles' parts where their counts are known
+            label, n = tiles.pop(0) if tiles else (f"{item.modality} {item.index + 1}", run_end - pos)
+            n = min(n, run_end - pos)
+            sub = html.escape(f"{label} · {n} tokens · positions {pos}-{pos + n - 1}")
+            parts.append(f'<span class="tile" title="{sub}">{html.escape(feature)}×{n}</span>')
+            pos += n
+    return f'<mark class="ph" title="{html.escape(title)}">{"".join(parts)}</mark>'
 
 
 def draw_overlay(image: Image.Image, expansion: Expansion, center_crop: bool = False) -> Image.Image:

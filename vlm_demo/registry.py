@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
 from .errors import RegistryError, UnknownModelError
@@ -97,6 +97,15 @@ class Sampling:
     """Fixed seed for reproducible answers, or None."""
     ignore_eos: bool = False
     """Keep generating past end-of-sequence (benchmarks use it for fixed-length answers)."""
+    regex: str | None = None
+    """vLLM structured outputs regex (``StructuredOutputsParams(regex=...)``): the whole generated text
+    must match it, reasoning included (the app splits reasoning off after generation, so vLLM's
+    reasoning-aware grammar, which starts after the reasoning, is not in play); None: unconstrained. A
+    regex request samples from every token the grammar allows (``printable_only`` does not apply)."""
+    printable_only: bool | None = None
+    """Sample only tokens that decode to printable text, plus end-of-sequence (the in-process engine's
+    ``allowed_token_ids``; a remote server samples from every token); None: on for models with random
+    weights, so their noise reads as text."""
 
 
 @dataclass(frozen=True, config=_STRICT)
@@ -169,9 +178,22 @@ class ModelSpec:
     """Per-request processor settings the page offers (sliders and checkboxes)."""
     sampling: Sampling = Field(default_factory=Sampling)
     """Default sampling."""
+    reasoning_parser: str | None = None
+    """vLLM reasoning parser that splits the model's thinking from its answer (a ``vllm serve
+    --reasoning-parser`` name, e.g. ``qwen3``); None: the whole output is the answer."""
+
+    @field_validator("reasoning_parser")
+    @classmethod
+    def _known_parser(cls, name: str | None) -> str | None:
+        if name is not None:
+            check_reasoning_parser(name)
+        return name
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
+        if self.reasoning_parser is not None and self.endpoint is not None:
+            raise ValueError("reasoning_parser belongs to the server's command line (--reasoning-parser), "
+                             "not to an endpoint entry")
         if self.family not in (AUTO, families.GENERIC.name, *families.ADAPTERS):
             raise ValueError(f"unknown family {self.family!r}; known: {AUTO}, {families.GENERIC.name}, "
                              f"{', '.join(families.ADAPTERS)}")
@@ -259,6 +281,15 @@ def check_controls(controls: tuple[ControlSetting, ...], adapter: Adapter) -> No
                                       or (high is not None and (setting.max or 0) > high)):
             raise ValueError(f"{setting.kwarg}: {setting.min}..{setting.max} goes beyond what {adapter.name} "
                              f"takes ({low}..{high})")
+
+
+def check_reasoning_parser(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is one of vLLM's reasoning parsers (``ReasoningParserManager``)."""
+    from vllm.reasoning import ReasoningParserManager
+
+    known = ReasoningParserManager.list_registered()
+    if name not in known:
+        raise ValueError(f"unknown reasoning parser {name!r}; vLLM's: {', '.join(known)}")
 
 
 REMOTE_ENGINE_ARGS = frozenset({"limit_mm_per_prompt"})

@@ -68,12 +68,14 @@ class Rendered:
 
 @dataclass(frozen=True)
 class Delta:
-    """New answer text."""
+    """New answer (or reasoning) text."""
 
     text: str
     """Text added since the previous event."""
     answer: str
     """The answer so far."""
+    reasoning: str = ""
+    """The reasoning so far (a model entry with a ``reasoning_parser``); ``answer`` holds only what follows it."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,16 @@ class Done:
     """Generated tokens per second after the first one (0 for a single token)."""
     finish_reason: str | None
     """Why generation ended ("stop", "length")."""
+    prompt_tokens: int = 0
+    """Prompt tokens the engine ran on."""
+    cached_tokens: int = 0
+    """Prompt tokens served from vLLM's prefix cache (whole KV-cache blocks; 0 where the engine does not
+    say)."""
+    reasoning: str = ""
+    """The whole reasoning, split off by the entry's ``reasoning_parser`` ("" without one); the next turn's
+    prompt keeps only ``answer``, as the thinking models' chat templates do with earlier turns."""
+    reasoning_tokens: int = 0
+    """How many of ``num_tokens`` are reasoning: the generated tokens up to and including the end marker."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +194,8 @@ class ChatService:
 
     @staticmethod
     def _inspect(engine: Renderer, rendered: RenderedPrompt) -> Inspection:
-        return inspect(rendered, engine.token_runs(rendered.prompt_token_ids))
+        ids = rendered.prompt_token_ids
+        return inspect(rendered, engine.token_runs(ids), engine.token_texts(ids))
 
     async def _render(self, spec: ModelSpec, engine: Renderer, request: ChatRequest) -> RenderedPrompt:
         # What people typed; the model's own earlier answers may hold token text it generated (a tokenizer's
@@ -225,15 +238,20 @@ class ChatService:
             try:
                 yield Rendered(rendered, self._inspect(engine, rendered))
                 answer, n, t_first, finish = "", 0, 0.0, None
+                cached = 0  # prompt tokens from the prefix cache, as the engine reports them
+                reasoning, n_reasoning = "", 0
                 delta = await first
                 while delta is not None:
                     if n == 0 and delta.num_tokens:
                         t_first = time.perf_counter()
                     n += delta.num_tokens
                     answer += delta.text
+                    reasoning += delta.reasoning
+                    n_reasoning += delta.reasoning_tokens
                     finish = delta.finish_reason or finish
-                    if delta.text:
-                        yield Delta(delta.text, answer)
+                    cached = cached if delta.num_cached_tokens is None else delta.num_cached_tokens
+                    if delta.text or delta.reasoning:
+                        yield Delta(delta.text, answer, reasoning)
                     delta = await anext(stream, None)
             finally:  # closed early (Stop, a closed tab): the stream's own cleanup aborts the request
                 if not first.done():
@@ -243,6 +261,8 @@ class ChatService:
                 await stream.aclose()
             t_end = time.perf_counter()
             rate = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
-            yield Done(answer, n, (t_first or t_end) - t0, rate, finish)
+            yield Done(answer, n, (t_first or t_end) - t0, rate, finish,
+                       prompt_tokens=len(rendered.prompt_token_ids), cached_tokens=cached,
+                       reasoning=reasoning, reasoning_tokens=n_reasoning)
         except VlmDemoError as exc:
             yield Failed(str(exc))

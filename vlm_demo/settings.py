@@ -36,6 +36,11 @@ class Settings:
     """How many engines may be alive at once; starting one more shuts the least recent down."""
     engine_start_timeout_s: float = 600.0
     """How long an engine may take to start before the start counts as failed."""
+    stop_grace_s: float = 0.5
+    """When the app is stopped (SIGTERM, Ctrl-C): how long each engine, and then the web server, may take to
+    end on their own; an engine still running after that is killed (its processes then take 1-2 s more to go
+    on a busy 2-core machine). vLLM's own default is 5 s per engine, and its engine processes need longer than
+    that to end on their own there, so the app used to take 10-30 s to exit; it now exits within 5 s."""
     max_images_per_turn: int = 4
     """Images one user message may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
     max_images_per_conversation: int = 8
@@ -74,6 +79,8 @@ class Settings:
     """How long connecting to a remote vLLM server may take."""
     remote_timeout_s: float = 120.0
     """Longest wait for a remote server's answer (for a streamed answer: between two chunks)."""
+    hub_timeout_s: float = 10.0
+    """Longest wait for a Hugging Face Hub metadata answer (a repository's file list, a file's headers)."""
 
     def media_limits(self, modality: str) -> tuple[int, int]:
         """Items of ``modality`` one message and one conversation may carry (images only, for now)."""

@@ -26,7 +26,7 @@ from .errors import InputError, VlmDemoError
 from .export import chat_completions_body, curl_command, python_snippet, serve_command
 from . import families
 from .conversation import Conversation, Exchange, Stats, chat_messages
-from .inspector import Expansion, Inspection, draw_overlay, prompt_html, run_length_text
+from .inspector import PROMPT_CSS, Expansion, Inspection, draw_overlay, prompt_html, run_length_text
 from .fetch import load_image_url
 from .media import ImageEmbeds, Recent, image_digest, load_image, load_image_embeds
 from .registry import Sampling
@@ -42,7 +42,7 @@ CSS = """
 mark.ph { background: #ffd54f; color: #000; } mark.sp { background: #cfd8dc; color: #000; }
 .budget { display: flex; height: 18px; border-radius: 4px; overflow: hidden; background: #e8f5e9; }
 .budget .image { background: #ff7043; } .budget .video { background: #ab47bc; } .budget .txt { background: #42a5f5; }
-"""
+""" + PROMPT_CSS
 EXAMPLES = [
     ("wide-street.png", "How many tiles does this wide image become, and what is written on the signs?"),
     ("bar-chart.png", "Which quarter had the highest sales, and by how much?"),
@@ -147,9 +147,8 @@ def stats_text(stats: Stats) -> str:
 def stats_of(done: Done) -> Stats:
     """The figures of a finished answer."""
     return Stats(tokens=done.num_tokens, ttft_s=done.ttft_s, tokens_per_s=done.tokens_per_s,
-                 finish_reason=done.finish_reason, prompt_tokens=getattr(done, "prompt_tokens", 0),
-                 cached_tokens=getattr(done, "cached_tokens", 0),
-                 reasoning_tokens=getattr(done, "reasoning_tokens", 0))
+                 finish_reason=done.finish_reason, prompt_tokens=done.prompt_tokens, cached_tokens=done.cached_tokens,
+                 reasoning_tokens=done.reasoning_tokens)
 
 
 PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
@@ -173,27 +172,22 @@ def named_outputs(api_name: str, values: Any) -> dict[str, Any]:
     return dict(zip(names, values, strict=True))
 
 
-class NumberSlider(gr.Slider):
-    """A slider whose API input must be a number: anything else is a one-line error, not Gradio's
-    ``TypeError`` from comparing it with the range (the page's own slider always sends a number)."""
+def typed_input(component: Any, kind: str) -> Any:
+    """``component`` (a slider or checkbox) with its API input checked first: a value of the wrong type is
+    a one-line error instead of Gradio's ``TypeError`` from comparing it with the range (the page itself
+    always sends the right type). Wraps the instance's own ``preprocess``; a subclass would make Gradio
+    write a ``.pyi`` stub beside this module."""
+    original = component.preprocess
+    name = component.elem_id or component.label
 
-    is_template = True  # the browser shows Gradio's own slider
-
-    def preprocess(self, payload: Any) -> Any:
-        if isinstance(payload, bool) or not isinstance(payload, (int, float)):
-            raise gr.Error(f"{self.elem_id or self.label}: expected a number, got {payload!r}")
-        return super().preprocess(payload)
-
-
-class Toggle(gr.Checkbox):
-    """A checkbox whose API input must be true or false."""
-
-    is_template = True
-
-    def preprocess(self, payload: Any) -> Any:
-        if not isinstance(payload, bool):
-            raise gr.Error(f"{self.elem_id or self.label}: expected true or false, got {payload!r}")
-        return super().preprocess(payload)
+    def preprocess(payload: Any) -> Any:
+        if kind == "bool" and not isinstance(payload, bool):
+            raise gr.Error(f"{name}: expected true or false, got {payload!r}")
+        if kind != "bool" and (isinstance(payload, bool) or not isinstance(payload, (int, float))):
+            raise gr.Error(f"{name}: expected a number, got {payload!r}")
+        return original(payload)
+    component.preprocess = preprocess
+    return component
 
 
 def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any] | None = None, *,
@@ -257,8 +251,9 @@ class Controls:
         label = setting.label if setting.default is not None else f"{setting.label} (checkpoint's own until moved)"
         props = {"value": spec.initial(kwarg) if own else setting.initial, "label": label, "visible": own is not None}
         if setting.kind == "bool":
-            return Toggle(**props, **extra)
-        return NumberSlider(**props, minimum=setting.min, maximum=setting.max, step=setting.step, **extra)
+            return typed_input(gr.Checkbox(**props, **extra), "bool")
+        return typed_input(gr.Slider(**props, minimum=setting.min, maximum=setting.max, step=setting.step, **extra),
+                           "int")
 
     def updates(self, model: str) -> list[Any]:
         """The controls after the model picker moved to ``model``."""
@@ -367,7 +362,8 @@ def layout(service: ChatService, default_model: str) -> Page:
             with gr.Accordion("Sampling", open=False, elem_id="sampling"):
                 parts["temperature"] = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
                 parts["top_p"] = gr.Slider(0.05, 1, value=spec.sampling.top_p, step=0.05, label="top_p")
-                parts["max_tokens"] = gr.Slider(1, 2048, value=spec.sampling.max_tokens, step=1, label="max_tokens")
+                parts["max_tokens"] = gr.Slider(1, 2048, value=spec.sampling.max_tokens, step=1, label="max_tokens",
+                                                elem_id="max-tokens")
                 parts["seed"] = gr.Number(value=-1, precision=0, label="seed (-1: random)", elem_id="seed")
             parts["inspect_btn"] = gr.Button("Inspect only", elem_id="inspect")
         with gr.Column(scale=2, min_width=320, elem_id="prompt-panel"):
@@ -420,6 +416,21 @@ def layout(service: ChatService, default_model: str) -> Page:
     return Page(**parts)
 
 
+@dataclasses.dataclass
+class _Live:
+    """A session's answer while it streams: the conversation as last shown, and whether Stop was pressed."""
+
+    conversation: Conversation
+    stopped: bool = False
+    """Set by Stop: the stream ends at its next event (closing it aborts the engine request), whether or
+    not Gradio's cancellation of the event reached it first."""
+
+    def shown(self, conversation: Conversation) -> Conversation:
+        """Note ``conversation`` as the one being shown; returns it."""
+        self.conversation = conversation
+        return conversation
+
+
 class Handlers:
     """What the page's events do, each an async function over the chat service. Values come in by
     position (Gradio's way) and go out by name (``Page.values``)."""
@@ -429,6 +440,8 @@ class Handlers:
         self.registry = service.registry
         self.settings = service.settings
         self.page = page
+        self._live: dict[str, _Live] = {}
+        """Each session's streaming answer (Stop waits for it to end, then marks what was shown)."""
 
     # -- requests
 
@@ -441,7 +454,9 @@ class Handlers:
         try:
             params = Sampling(temperature=float(temperature), top_p=float(top_p), max_tokens=int(max_tokens),
                               seed=int(seed) if seed not in (None, "", -1) else None,
-                              ignore_eos=spec.sampling.ignore_eos)  # models.yaml's; the page has no control
+                              # models.yaml's own; the page has no control for these
+                              ignore_eos=spec.sampling.ignore_eos, regex=spec.sampling.regex,
+                              printable_only=spec.sampling.printable_only)
         except (TypeError, ValueError) as exc:
             raise InputError(f"sampling settings: {str(exc).splitlines()[0]}") from None
         return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
@@ -478,7 +493,8 @@ class Handlers:
                 "export_json": json.dumps(body, indent=1), "export_curl": serve_command(spec) + "\n\n" + curl_command(spec),
                 "export_py": python_snippet(body, spec)}
 
-    async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, clear_box: bool):
+    async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, clear_box: bool,
+                     session: str | None = None):
         """Stream the answer to ``exchange`` after ``before``; yields page updates, grouped by time (the first at
         once), each with the conversation as shown so far, so a stopped answer stays as it was shown.
 
@@ -487,71 +503,96 @@ class Handlers:
         and rebuilds that component's configuration (its JSON schema included) on every update, which cost more
         than the rest of the update together; repeated values reach the browser as an empty diff. The message
         box is left out after the first update (it may hold the user's next question)."""
-        page = self.page
         conversation = before.ask(exchange)
+        live = _Live(conversation)
+        if session:
+            self._live[session] = live
+        try:
+            async for update in self._answer(conversation, request, clear_box, live):
+                yield update
+        finally:  # ended, failed or cancelled (Stop, a closed tab)
+            if session and self._live.get(session) is live:
+                del self._live[session]
+
+    async def _answer(self, conversation: Conversation, request: ChatRequest, clear_box: bool, live: _Live):
+        page = self.page
         shown: dict[str, Any] = {}
         last = 0.0
         async with contextlib.aclosing(self.service.chat(request)) as events:
             async for event in events:
+                if live.stopped:  # Stop reached this stream before Gradio's cancellation did: end it, marked
+                    stopped = live.conversation.settled()  # (Gradio repeats a generator's last update at its end)
+                    yield page.values(**shown | {"chat": chat_messages(stopped), "stats": "stopped",
+                                                 "stats_data": stats_data(None, "stopped")}) | {page.state: stopped}
+                    return
                 if isinstance(event, Failed):
                     if not shown:
                         raise gr.Error(event.message)
                     conversation = conversation.with_last(status="failed", note=event.message)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": "",
-                                                 "stats_data": stats_data(None, "failed")}) | {page.state: conversation}
+                                                 "stats_data": stats_data(None, "failed")}) | {page.state: live.shown(conversation)}
                     raise gr.Error(event.message)
                 if isinstance(event, Rendered):
                     shown = await asyncio.to_thread(self.rendered_view, request, event.inspection)
                     shown |= {"stats": "generating…", "stats_data": stats_data(None, "streaming")}
-                    first = page.values(**shown, chat=chat_messages(conversation)) | {page.state: conversation}
+                    first = page.values(**shown, chat=chat_messages(conversation)) | {page.state: live.shown(conversation)}
                     yield first | ({page.box: None} if clear_box else {})  # None clears the box (a value, not a costly update)
                 elif isinstance(event, Delta):
-                    conversation = conversation.with_last(answer=event.answer, reasoning=getattr(event, "reasoning", ""))
+                    conversation = conversation.with_last(answer=event.answer, reasoning=event.reasoning)
                     now = time.perf_counter()
                     if now - last >= self.settings.ui_update_interval_s:
                         last = now
-                        yield page.values(**shown, chat=chat_messages(conversation)) | {page.state: conversation}
+                        yield page.values(**shown, chat=chat_messages(conversation)) | {page.state: live.shown(conversation)}
                 elif isinstance(event, Done):
                     stats = stats_of(event)
                     conversation = conversation.with_last(answer=event.answer, status="done", stats=stats,
-                                                          reasoning=getattr(event, "reasoning", ""))
+                                                          reasoning=event.reasoning)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": stats_text(stats),
-                                                 "stats_data": stats_data(stats, "done")}) | {page.state: conversation}
+                                                 "stats_data": stats_data(stats, "done")}) | {page.state: live.shown(conversation)}
 
     # -- events
 
-    async def submit(self, message, conversation, model, system, temperature, top_p, max_tokens, seed, *rest):
+    async def submit(self, request: gr.Request, message, conversation, model, system, temperature, top_p,
+                     max_tokens, seed, *rest):
         """Ask the message (the ``/chat`` API)."""
         *controls, url_text = rest
         try:
             user, shown = await self.read_message(message, url_text)
             before = _conversation(conversation).settled()
-            request = self.request(model, (*before.turns(), user), system, (temperature, top_p, max_tokens, seed),
-                                   controls)
+            chat_request = self.request(model, (*before.turns(), user), system,
+                                        (temperature, top_p, max_tokens, seed), controls)
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
-        async for update in self.answer(before, Exchange(user, shown), request, clear_box=True):
+        async for update in self.answer(before, Exchange(user, shown), chat_request, clear_box=True,
+                                        session=request.session_hash):
             yield update
 
-    async def retry(self, conversation, model, system, temperature, top_p, max_tokens, seed, *controls):
+    async def retry(self, request: gr.Request, conversation, model, system, temperature, top_p, max_tokens, seed,
+                    *controls):
         """Answer the last message again, whatever became of its answer (the ``/retry`` API)."""
         try:
             before, exchange = _conversation(conversation).retry()
         except ValueError:
             raise gr.Error("nothing to retry yet") from None
         try:
-            request = self.request(model, (*before.turns(), exchange.user), system,
-                                   (temperature, top_p, max_tokens, seed), controls)
+            chat_request = self.request(model, (*before.turns(), exchange.user), system,
+                                        (temperature, top_p, max_tokens, seed), controls)
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
-        async for update in self.answer(before, exchange, request, clear_box=False):
+        async for update in self.answer(before, exchange, chat_request, clear_box=False,
+                                        session=request.session_hash):
             yield update
 
-    def stop(self, conversation) -> dict[Any, Any]:
-        """Mark the answer being streamed as stopped (its request is cancelled by the same click)."""
+    def stop(self, request: gr.Request, conversation) -> dict[Any, Any]:
+        """Mark the answer being streamed as stopped, as far as it was shown, and end its stream (the same
+        click also cancels the event; whichever comes first, no later update undoes the mark)."""
+        live = self._live.get(getattr(request, "session_hash", None) or "")
+        if live is not None:
+            live.stopped = True
+            conversation = live.conversation
         conversation = _conversation(conversation).settled()
-        return self.page.values(chat=chat_messages(conversation), stats_data=stats_data(None, "stopped")) | {
-            self.page.state: conversation}
+        return self.page.values(chat=chat_messages(conversation), stats="stopped",
+                                stats_data=stats_data(None, "stopped")) | {self.page.state: conversation}
 
     def undo(self, conversation) -> dict[Any, Any]:
         """Remove the last exchange (the ``/undo`` API)."""
@@ -637,7 +678,7 @@ def wire(page: Page, on: Handlers) -> None:
     chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
     retry_event = page.retry_btn.click(on.retry, [page.state, page.model, page.system, *sampling, *controls],
                                        chat_outputs, api_name="retry")
-    page.stop_btn.click(on.stop, page.state, [page.chat, page.stats_data, page.state],
+    page.stop_btn.click(on.stop, page.state, [page.chat, page.stats, page.stats_data, page.state],
                         cancels=[chat_event, retry_event], api_name="stop")
     page.undo_btn.click(on.undo, page.state, [page.chat, page.state], api_name="undo")
     page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.state], api_name="clear")

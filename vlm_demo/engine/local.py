@@ -32,6 +32,7 @@ from ..families import Adapter, ItemGeometry, no_geometry
 from ..registry import ModelSpec, Sampling
 from ..settings import Settings
 from ..tiny_models import tiny_model_dir
+from .reasoning import ReasoningSplit, reasoning_parser_class
 from .remote import RemoteEngine
 from .runs import token_runs
 from .types import ItemRange, RenderedPrompt, TokenDelta
@@ -44,6 +45,25 @@ os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 EngineState = Literal["not loaded", "loading", "ready"]
+
+PLAIN_TEXT = frozenset(" \n.,;:!?'\"-()")
+"""What a printable-only answer may hold besides letters and digits: spaces, newlines and sentence
+punctuation. Markdown and HTML syntax (``* _ ` [ ] < > # | ~ $ \\``) is left out: random text full of it
+reads as noise and costs the browser seconds to render as Markdown while it streams."""
+
+
+def printable_only(spec: ModelSpec, sampling: Sampling | None = None) -> bool:
+    """True where the in-process engine samples only printable tokens (``Renderer.printable_token_ids``):
+    as ``sampling`` (else the entry's default sampling) says, by default for models with random weights,
+    whose answers would otherwise be undecodable bytes. Never for an endpoint entry; a ``vllm serve``
+    replaying the request samples from every token."""
+    chosen = (sampling or spec.sampling).printable_only
+    return (spec.random_weights if chosen is None else chosen) and not spec.remote
+
+
+def _printable(text: str) -> bool:
+    """Whether one token's text reads as plain text: non-empty, letters, digits and ``PLAIN_TEXT`` only."""
+    return bool(text) and all(c.isalnum() or c in PLAIN_TEXT for c in text)
 
 
 def has_gpu() -> bool:
@@ -75,6 +95,11 @@ class Renderer:
         """The ids as runs: (special token, repeat count), and the decoded text between them."""
         return token_runs(ids, self._special_names, self.tokenizer.decode)
 
+    def token_texts(self, ids: Sequence[int]) -> dict[int, str]:
+        """Each distinct id's own text (the id decoded alone), for the prompt view's hover titles."""
+        distinct = sorted(set(ids))
+        return dict(zip(distinct, self.tokenizer.batch_decode([[i] for i in distinct]), strict=True))
+
     @functools.cached_property
     def _special_names(self) -> dict[int, str]:
         ids = self.tokenizer.convert_tokens_to_ids(list(self.special_tokens))
@@ -85,6 +110,19 @@ class Renderer:
         """Strings the tokenizer turns into special tokens (placeholders, chat markers, ...)."""
         added = getattr(self.tokenizer, "get_added_vocab", lambda: {})()
         return tuple(sorted(set(added) | set(self.tokenizer.all_special_tokens)))
+
+    @functools.cached_property
+    def printable_token_ids(self) -> tuple[int, ...]:
+        """Ids of the tokens that decode, each alone, to printable text (ordinary spaces and newlines
+        allowed, no U+FFFD), less special and added tokens, plus every end-of-sequence id: what a
+        random-weight model samples from, so its noise reads as text (``printable_only``)."""
+        tokenizer = self.tokenizer
+        excluded = set(self._special_names)
+        texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+        allowed = {i for i, text in enumerate(texts) if i not in excluded and _printable(text)}
+        eos = self.model_config.try_get_generation_config().get("eos_token_id")
+        eos_ids = {*(eos if isinstance(eos, list) else [eos]), tokenizer.eos_token_id} - {None}
+        return tuple(sorted(allowed | eos_ids))
 
     @functools.cached_property
     def placeholders(self) -> dict[str, str]:
@@ -199,11 +237,15 @@ class Renderer:
 class Engine(Renderer):
     """One running vLLM engine for one model: its renderer, and generation from what it rendered."""
 
-    def __init__(self, spec: ModelSpec, llm: Any, adapter: Adapter, child_pids: frozenset[int]):
+    def __init__(self, spec: ModelSpec, llm: Any, adapter: Adapter, child_pids: frozenset[int],
+                 shared_memory: frozenset[str] = frozenset()):
         super().__init__(spec, llm.renderer, llm.model_config, adapter)
         self._llm = llm
         self.child_pids = child_pids
         """Processes this engine started (its engine core); all end at shutdown."""
+        self.shared_memory = shared_memory
+        """Names of the shared-memory segments its processes created (vLLM's message queues between
+        engine core and worker); removed at shutdown where a killed process left them behind."""
 
     @property
     def dead(self) -> bool:
@@ -214,15 +256,32 @@ class Engine(Renderer):
         """Requests the engine holds right now (0 when idle)."""
         return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
 
+    @functools.cached_property
+    def prefix_cache_block(self) -> int | None:
+        """Tokens per KV-cache block when vLLM's prefix cache is on (cache hits come in whole blocks),
+        else None."""
+        cache = self._llm.vllm_config.cache_config
+        return cache.block_size if cache.enable_prefix_caching else None
+
     async def stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
         """Generate from ``rendered``; closing the iterator early aborts the vLLM request."""
-        from vllm.sampling_params import RequestOutputKind, SamplingParams
+        from vllm.exceptions import VLLMClientError
+        from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
         from vllm.v1.engine.exceptions import EngineDeadError
 
+        split = (ReasoningSplit(self.reasoning_parser_class, self.tokenizer, self.model_config)
+                 if self.spec.reasoning_parser else None)
+        # A regex request skips the printable-only set: that set lacks added tokens such as <think> and
+        # </think>, so the grammar's markers could only be spelled byte by byte (vLLM's parsers read the
+        # marker tokens, not their text); the grammar keeps such output to its text anyway.
+        printable = printable_only(self.spec, sampling) and sampling.regex is None
         params = SamplingParams(
             temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
             seed=sampling.seed, ignore_eos=sampling.ignore_eos,
             output_kind=RequestOutputKind.DELTA,
+            allowed_token_ids=list(self.printable_token_ids) if printable else None,
+            structured_outputs=StructuredOutputsParams(regex=sampling.regex) if sampling.regex is not None else None,
+            skip_special_tokens=split.skip_special_tokens if split else True,
         )
         request_id = f"vlm-demo-{uuid.uuid4().hex}"
         finished = False
@@ -234,7 +293,16 @@ class Engine(Renderer):
                     finished = out.finished
                     prompt_ids = tuple(out.prompt_token_ids) if first and out.prompt_token_ids else None
                     first = False
-                    yield TokenDelta(completion.text, len(completion.token_ids), completion.finish_reason, prompt_ids)
+                    text, reasoning, reasoning_tokens = completion.text, "", 0
+                    if split is not None:
+                        reasoning, text, reasoning_tokens = split.feed(
+                            completion.text, completion.token_ids, prompt_ids, finished=out.finished)
+                    yield TokenDelta(text, len(completion.token_ids), completion.finish_reason, prompt_ids,
+                                     num_cached_tokens=out.num_cached_tokens, reasoning=reasoning,
+                                     reasoning_tokens=reasoning_tokens)
+        except (VLLMClientError, ValueError) as exc:  # a request vLLM refuses (e.g. a regex it cannot compile)
+            text = " ".join(str(exc).split())
+            raise InputError(f"{self.spec.name}: {text if len(text) <= 300 else text[:299] + '…'}") from None
         except EngineDeadError as exc:
             raise EngineDiedError(
                 f"the {self.spec.name} engine stopped ({exc}); the next request restarts it") from None
@@ -242,15 +310,26 @@ class Engine(Renderer):
             if not finished and not self.dead:
                 await self._llm.abort(request_id)
 
-    def shutdown(self) -> None:
-        """Stop the engine and wait until its processes have ended."""
+    @functools.cached_property
+    def reasoning_parser_class(self) -> Any:
+        """vLLM's parser for the entry's ``reasoning_parser``, checked against the tokenizer (None without)."""
+        name = self.spec.reasoning_parser
+        return reasoning_parser_class(name, self.tokenizer, self.model_config.model) if name else None
+
+    def shutdown(self, grace_s: float | None = None) -> None:
+        """Stop the engine and wait until its processes have ended. ``grace_s``: how long vLLM lets its
+        engine core end on its own before it kills the core's process tree (None: vLLM's default, 5 s)."""
         if self._llm is None:
             return
-        self._llm.shutdown()
+        self._llm.shutdown(timeout=grace_s)
         self._llm = None  # collected now, not at interpreter exit (where vLLM's __del__ fails)
-        _, alive = psutil.wait_procs([p for p in _procs(self.child_pids)], timeout=30)
+        # Ctrl-C also reaches the engine's own processes: a core that ended on it leaves vLLM nothing to kill,
+        # and its worker, ending on its own, can take 5 s or more; ours get the same grace, then are killed.
+        _, alive = psutil.wait_procs(_procs(self.child_pids), timeout=30 if grace_s is None else grace_s)
         for proc in alive:
             proc.kill()
+        psutil.wait_procs(alive, timeout=5)
+        _unlink_shared_memory(self.shared_memory)
 
 
 def _with_torch_embeds(message: dict[str, Any]) -> dict[str, Any]:
@@ -333,6 +412,30 @@ def _procs(pids: frozenset[int]) -> list[psutil.Process]:
         with contextlib.suppress(psutil.NoSuchProcess):
             out.append(psutil.Process(pid))
     return out
+
+
+def _shared_memory(pids: frozenset[int]) -> frozenset[str]:
+    """Names of the POSIX shared-memory segments (Python's ``psm_*``) the processes ``pids`` map and this
+    process does not: those the engine's own processes created."""
+    def mapped(proc: psutil.Process) -> set[str]:
+        with contextlib.suppress(psutil.Error, OSError, NotImplementedError):
+            return {Path(m.path).name for m in proc.memory_maps() if m.path.startswith("/dev/shm/psm_")}
+        return set()
+    ours = mapped(psutil.Process())
+    return frozenset(set().union(*(mapped(p) for p in _procs(pids))) - ours)
+
+
+def _unlink_shared_memory(names: frozenset[str]) -> None:
+    """Remove the segments ``names`` that still exist (their processes have ended): vLLM's engine core
+    unlinks its message queue's segment only when it ends on its own, and a killed one left it in
+    /dev/shm, for Python's resource tracker to report as leaked when the app exits."""
+    from multiprocessing import shared_memory
+
+    for name in names:
+        with contextlib.suppress(OSError):
+            segment = shared_memory.SharedMemory(name=name)
+            segment.close()
+            segment.unlink()  # also tells the resource tracker the segment is gone
 
 
 def _descendants() -> set[int]:
@@ -439,11 +542,11 @@ class EngineManager:
             if engine is not None:
                 await asyncio.to_thread(engine.shutdown)
 
-    def shutdown_all(self) -> None:
-        """Stop every engine (at exit)."""
+    def shutdown_all(self, grace_s: float | None = None) -> None:
+        """Stop every engine (at exit); ``grace_s`` as ``Engine.shutdown``'s."""
         while self._engines:
             _, engine = self._engines.popitem()
-            engine.shutdown()
+            engine.shutdown(grace_s)
         while self._remote:
             self._remote.popitem()[1].shutdown()
 
@@ -509,7 +612,13 @@ class EngineManager:
         applied = apply_workarounds(llm, llm.model_config)
         log.info("started %s in %.1f s%s", spec.name, time.perf_counter() - t0,
                  f" (vLLM workarounds: {', '.join(applied)})" if applied else "")
-        engine = Engine(spec, llm, adapter, frozenset(_descendants() - before))
+        pids = frozenset(_descendants() - before)
+        engine = Engine(spec, llm, adapter, pids, _shared_memory(pids))
+        try:
+            engine.reasoning_parser_class  # noqa: B018 - a parser the tokenizer cannot serve fails the start
+        except EngineStartError as exc:
+            engine.shutdown()
+            raise EngineStartError(f"could not start {spec.name}: {exc}") from None
         # This frame outlives the call: a module first imported above (vLLM's audio media, on a failed
         # optional import) keeps its traceback, whose frames reach back to here. Unbound, ``llm`` goes with
         # its engine's shutdown; bound, vLLM 0.32's AsyncLLM.__del__ would run at interpreter exit and
@@ -530,6 +639,7 @@ class EngineManager:
             # avoid it; a model entry may still turn chunking on explicitly.
             if spec.engine_args.enable_chunked_prefill is None:
                 kwargs["enable_chunked_prefill"] = False
+        kwargs.update(prefix_caching_kwargs(adapter or spec_adapter(spec)))
         return start_kwargs(kwargs, adapter or spec_adapter(spec))
 
     def model_path(self, spec: ModelSpec) -> str:
@@ -542,12 +652,18 @@ class EngineManager:
                 raise EngineStartError(f"could not start {spec.name}: {spec.path} is not a model directory "
                                        "(no config.json there)")
             return spec.path or ""
-        from huggingface_hub import snapshot_download
+        from .. import hub
 
-        try:
-            return snapshot_download(spec.repo, revision=spec.engine_args.revision)
-        except Exception as exc:  # offline, gated, not found, disk full: say which
-            raise EngineStartError(f"could not download {spec.repo}: {_root_cause(exc)}") from exc
+        return hub.download(spec.repo, spec.engine_args.revision, self.settings)
+
+
+def prefix_caching_kwargs(adapter: Adapter) -> dict[str, Any]:
+    """``enable_prefix_caching=True`` for a model of a family the app knows, said explicitly so the
+    in-process engine and the exported ``vllm serve`` command agree. These are all decoder-only models,
+    which vLLM 0.32 prefix-caches on CPU and GPU alike (``ModelConfig.is_prefix_caching_supported``; image
+    hashes are part of the block hashes, so images are reused too). ``{}`` for the generic adapter: vLLM
+    decides from the checkpoint (on for decoder-only models, off for encoder-decoder ones)."""
+    return {} if adapter is families.GENERIC else {"enable_prefix_caching": True}
 
 
 def spec_adapter(spec: ModelSpec) -> Adapter:

@@ -95,6 +95,10 @@ class RemoteEngine:
         """The ids as runs; the text between special tokens was decoded by the server during ``render``."""
         return token_runs(ids, self._special_names, lambda seg: self._decoded.get(tuple(seg), ""))
 
+    def token_texts(self, ids: Sequence[int]) -> dict[int, str]:
+        """Each id's own text: not known here (the server decodes whole stretches), so none."""
+        return {}
+
     # --- HTTP ----------------------------------------------------------------------------------
 
     def _client(self) -> httpx.AsyncClient:
@@ -349,6 +353,11 @@ class RemoteEngine:
                         yield TokenDelta(text, len(token_ids) if token_ids is not None else int(bool(text)),
                                          choice.get("finish_reason"), prompt_ids)
                         prompt_ids = None
+                    # The last chunk's usage (stream_options.include_usage); cached_tokens only from a server
+                    # started with --enable-prompt-tokens-details.
+                    details = (chunk.get("usage") or {}).get("prompt_tokens_details") or {}
+                    if details.get("cached_tokens") is not None:
+                        yield TokenDelta("", 0, None, num_cached_tokens=int(details["cached_tokens"]))
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, path) from None
         except ValueError as exc:

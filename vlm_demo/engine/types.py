@@ -69,3 +69,12 @@ class TokenDelta:
     """Set on the last delta ("stop", "length", ...)."""
     prompt_token_ids: tuple[int, ...] | None = None
     """On the first delta: the prompt ids the engine ran on (``RequestOutput.prompt_token_ids``)."""
+    num_cached_tokens: int | None = None
+    """Prompt tokens the engine served from its prefix cache (``RequestOutput.num_cached_tokens``, whole
+    KV-cache blocks), once known; None where the engine does not say (a remote server without
+    ``--enable-prompt-tokens-details``)."""
+    reasoning: str = ""
+    """Reasoning text added since the previous delta (a model entry with a ``reasoning_parser``); ``text``
+    then holds only answer text."""
+    reasoning_tokens: int = 0
+    """How many of this delta's ``num_tokens`` are reasoning (up to and including the end marker)."""

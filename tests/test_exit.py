@@ -1,0 +1,92 @@
+"""``python app.py`` stops cleanly: SIGTERM (``kill``, ``docker stop``) or Ctrl-C ends it within 5 s with
+status 0, its engine processes gone, and nothing on stderr that looks like a failure (no traceback, no
+"leaked shared_memory" warning from Python's resource tracker)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from gradio_client import Client
+
+from .conftest import ROOT
+
+MODEL = "tiny-qwen2.5-vl"
+EXIT_LIMIT_S = 5.0
+"""How long a stopped app may take to exit (issue 12, item 9)."""
+START_LIMIT_S = 600.0
+"""How long the page and its engine may take to come up on a busy 2-core machine."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _connect(proc: subprocess.Popen, port: int, deadline: float) -> Client:
+    while True:
+        assert proc.poll() is None, f"the app exited during start-up with status {proc.returncode}"
+        try:
+            return Client(f"http://127.0.0.1:{port}/", verbose=False)
+        except Exception:  # noqa: BLE001 - not listening yet
+            assert time.monotonic() < deadline, "the page did not come up"
+            time.sleep(1)
+
+
+def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_stopped_app_exits_cleanly(signum, tmp_path, report):
+    stdout, stderr = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    port = _free_port()
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp_path / "gradio")}
+    with open(stdout, "w") as out, open(stderr, "w") as err:
+        # Files, not pipes: nobody reads while the app runs, and a full pipe would stall it. A session of its
+        # own: Ctrl-C reaches a terminal's whole foreground group, engine processes included.
+        proc = subprocess.Popen([sys.executable, "app.py", "--model", MODEL, "--port", str(port)], cwd=ROOT,
+                                stdout=out, stderr=err, env=env, start_new_session=True)
+    try:
+        client = _connect(proc, port, time.monotonic() + START_LIMIT_S)
+        assert "ready" in client.predict(MODEL, api_name="/load_model")
+        children = psutil.Process(proc.pid).children(recursive=True)
+        engine = [p for p in children if "multiprocessing.resource_tracker" not in " ".join(p.cmdline())]
+        assert engine, "the engine's processes should be the app's children"
+        t0 = time.monotonic()
+        if signum == signal.SIGINT:
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+        else:
+            proc.send_signal(signal.SIGTERM)  # as kill / docker stop: the app's own process only
+        try:
+            rc = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            rc = None
+        elapsed = time.monotonic() - t0
+        left = _running(engine)
+        psutil.wait_procs(_running(children), timeout=10)  # the resource tracker reports (to stderr) as it ends
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = stderr.read_text()
+    report(f"app stopped by {signal.Signals(signum).name} exited in {elapsed:.1f} s")
+    assert rc == 0, f"exit status {rc} after {elapsed:.1f} s\n{text[-3000:]}"
+    assert elapsed < EXIT_LIMIT_S, text[-3000:]
+    assert not left, f"engine processes still running: {[(p.pid, p.name()) for p in left]}"
+    assert "Traceback" not in text, text[-3000:]
+    assert "leaked" not in text, text[-3000:]
