@@ -173,19 +173,21 @@ def named_outputs(api_name: str, values: Any) -> dict[str, Any]:
 
 
 def typed_input(component: Any, kind: str) -> Any:
-    """``component`` (a slider or checkbox) with its API input checked first: a value of the wrong type is
-    a one-line error instead of Gradio's ``TypeError`` from comparing it with the range (the page itself
-    always sends the right type). Wraps the instance's own ``preprocess``; a subclass would make Gradio
-    write a ``.pyi`` stub beside this module."""
-    original = component.preprocess
+    """``component`` (a slider or checkbox) taking its API input as it is, type-checked: a value of the wrong
+    type is a one-line error instead of Gradio's ``TypeError`` from comparing it with the range. The range is
+    checked against the chosen model's own control (``Controls.mm_kwargs``), not against the component's
+    bounds, which are the page's first model's until the model picker moves (an API call may name another
+    model without moving it). Wraps the instance's ``preprocess``; a subclass would make Gradio write a
+    ``.pyi`` stub beside this module."""
     name = component.elem_id or component.label
 
     def preprocess(payload: Any) -> Any:
-        if kind == "bool" and not isinstance(payload, bool):
-            raise gr.Error(f"{name}: expected true or false, got {payload!r}")
-        if kind != "bool" and (isinstance(payload, bool) or not isinstance(payload, (int, float))):
+        if kind == "bool":
+            if not isinstance(payload, bool):
+                raise gr.Error(f"{name}: expected true or false, got {payload!r}")
+        elif isinstance(payload, bool) or not isinstance(payload, (int, float)):
             raise gr.Error(f"{name}: expected a number, got {payload!r}")
-        return original(payload)
+        return payload
     component.preprocess = preprocess
     return component
 

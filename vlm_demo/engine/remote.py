@@ -334,7 +334,7 @@ class RemoteEngine:
                 if response.status_code >= 400:
                     text = (await response.aread()).decode(errors="replace")
                     raise self._status_error(response.status_code, text, path)
-                first = True
+                first, finish = True, None
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
                         continue
@@ -350,14 +350,16 @@ class RemoteEngine:
                     for choice in chunk.get("choices") or ():
                         token_ids = choice.get("token_ids")
                         text = (choice.get("delta") or {}).get("content") or ""
+                        finish = choice.get("finish_reason") or finish
                         yield TokenDelta(text, len(token_ids) if token_ids is not None else int(bool(text)),
                                          choice.get("finish_reason"), prompt_ids)
                         prompt_ids = None
                     # The last chunk's usage (stream_options.include_usage); cached_tokens only from a server
-                    # started with --enable-prompt-tokens-details.
+                    # started with --enable-prompt-tokens-details. It comes after the finish reason, which the
+                    # stream's last delta repeats.
                     details = (chunk.get("usage") or {}).get("prompt_tokens_details") or {}
                     if details.get("cached_tokens") is not None:
-                        yield TokenDelta("", 0, None, num_cached_tokens=int(details["cached_tokens"]))
+                        yield TokenDelta("", 0, finish, num_cached_tokens=int(details["cached_tokens"]))
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, path) from None
         except ValueError as exc:
