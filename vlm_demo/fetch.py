@@ -57,12 +57,14 @@ TRANSPORT: Callable[[], httpx.AsyncBaseTransport | None] = _no_transport
 
 
 async def load_image_url(url: str, settings: Settings) -> Image.Image:
-    """The image at ``url`` (``data:`` or allowed ``http(s)``), decoded and checked like an upload."""
+    """The image at ``url`` (``data:`` or allowed ``http(s)``), decoded and checked like an upload, in a worker
+    thread (a large picture would otherwise hold up every other user's stream)."""
     url = url.strip()
     shown = _short(url)
     if url[:5].lower() == "data:":
-        return load_image(decode_data_url(url, settings), settings, name=shown)
-    return load_image(await fetch(url, settings), settings, name=shown)
+        return await asyncio.to_thread(lambda: load_image(decode_data_url(url, settings), settings, name=shown))
+    data = await fetch(url, settings)
+    return await asyncio.to_thread(load_image, data, settings, name=shown)
 
 
 def decode_data_url(url: str, settings: Settings) -> bytes:
