@@ -338,14 +338,24 @@ def test_stop_then_retry_and_stop_then_undo(long_answers, picture):
     assert "Third question?" not in prompt and "Second question?" in prompt
 
 
-def test_in_a_real_browser(app, picture):
-    """Chromium (Debian's, headless): upload, ask, watch the answer stream, move a slider."""
+@contextlib.contextmanager
+def chromium():
+    """Debian's Chromium, headless, driven by Playwright (no browser download)."""
     from playwright.sync_api import sync_playwright
 
-    url, engines, registry = app
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def test_in_a_real_browser(app, picture):
+    """Chromium (Debian's, headless): upload, ask, watch the answer stream, move a slider."""
+    url, engines, registry = app
+    with chromium() as browser:
         page = browser.new_page(viewport={"width": 1600, "height": 1100})
         page.goto(url)
         page.locator("#question input[type=file]").set_input_files(str(picture))
@@ -407,12 +417,8 @@ def test_in_a_real_browser(app, picture):
 def test_stop_retry_undo_in_a_real_browser(long_answers):
     """The conversation's sequences as a person clicks them (answers run to max_tokens unless stopped):
     ask, Stop; ask again, Stop; Retry answers the second question; Undo removes it."""
-    from playwright.sync_api import sync_playwright
-
     url, engines, registry = long_answers
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+    with chromium() as browser:
         page = browser.new_page(viewport={"width": 1600, "height": 1100})
         page.goto(url)
         page.locator("#sampling").get_by_text("Sampling").click()
