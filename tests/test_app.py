@@ -770,3 +770,85 @@ LONGEST_GAP_S = 1.0
 """Longest wait between two streamed updates while another user's upload is handled (updates come every
 0.25 s; decoding and hashing the test picture alone take about 0.9 s on this CPU; with that work on the event
 loop the longest gap was 3.5 s, and the test failed)."""
+
+
+CLIP = ROOT / "assets" / "moving-square.webm"
+
+
+def test_a_video_through_the_page_api(app):
+    """The project's clip through /inspect and /chat (tiny Qwen2.5-VL, sampled by rate): the fps control moves
+    the frames and the tokens as the engine's ids do; the row, the contact sheet, the budget's video share and
+    the export say so; a model without video refuses the clip in one line."""
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    rows = {}
+    for fps in (1.0, 2.0):
+        out = named_outputs("inspect", client.predict(*api_inputs(
+            registry, "inspect", MODEL, message("Where does the square go?", CLIP), controls={"fps": fps}),
+            api_name="/inspect"))
+        (row,) = out["table"]["data"]
+        rows[fps] = row
+        assert row[0] == "video 1" and "group" in row[-1]
+        assert any("video 1:" in (item.get("caption") or "") for item in out["gallery"])
+        assert "video " in out["budget"] and 'class="video"' in out["budget"]
+    assert "4 sampled" in rows[1.0][-1] and "8 sampled" in rows[2.0][-1]
+    assert rows[1.0][3] * 2 == rows[2.0][3]  # twice the frames, twice the temporal patches
+    job = client.submit(*api_inputs(registry, "chat", MODEL, message("Where does the square go?", CLIP),
+                                    max_tokens=12, seed=3, controls={"fps": 1.0}), api_name="/chat")
+    out = named(*list(job), job.result(timeout=300))
+    assert out["chat"][-1]["role"] == "assistant" and out["chat"][-1]["content"]
+    body = json.loads(out["export_json"])
+    assert body["media_io_kwargs"] == {"video": {"fps": 1.0}}
+    assert body["messages"][-1]["content"][0]["video_url"]["url"].startswith("data:video/webm;base64,")
+    with pytest.raises(AppError, match="tiny-llava-1.5 does not take video"):
+        client.predict(*api_inputs(registry, "inspect", OTHER, message("?", CLIP)), api_name="/inspect")
+    assert engines.running_requests() == 0
+
+
+def test_a_video_in_a_real_browser(app):
+    """Chromium: upload the example clip to the tiny Qwen2.5-VL, inspect, move the fps slider (this family's
+    loader samples by rate; it ignores num_frames, whose slider is hidden): the token count shown changes
+    exactly as the engine's ids do for that setting."""
+    from vlm_demo.media import load_video
+    from vlm_demo.service import ChatRequest, Turn
+
+    url, engines, registry = app
+    clip = load_video(CLIP, app.service.settings)
+
+    def engine_count(fps: float) -> int:  # vLLM's renderer for the same clip and setting (no second engine)
+        own = ChatService(registry, EngineManager(app.service.settings), app.service.settings)
+        request = ChatRequest(model=MODEL, turns=(Turn("user", "Where does it go?", {"video": (clip,)}),),
+                              media_io={"video": {"fps": fps}})
+        inspection = asyncio.run(own.inspect(request, start_engine=False))
+        video_id = inspection.items["video"][0].token_id
+        return sum(1 for t in inspection.prompt_token_ids if t == video_id)
+    expected = {fps: engine_count(fps) for fps in (0.5, 1.0, 1.5, 2.0)}
+
+    def shown_count(page) -> int:  # the budget line's video tokens (Qwen2.5-VL's range is its pads alone)
+        return int(re.search(r"video ([\d,]+)", page.locator("#budget-text").inner_text())[1].replace(",", ""))
+
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1600, "height": 1100})
+        page.goto(url)
+        page.locator("#slider-fps").wait_for(timeout=30_000)
+        assert not page.locator("#slider-num_frames").is_visible()
+        page.locator("#question input[type=file]").set_input_files(str(CLIP))
+        page.locator("#question textarea").fill("Where does the square go?")
+        page.wait_for_timeout(500)
+        page.locator("#inspect").click()
+        page.wait_for_function("(document.querySelector('#budget-text') || {innerText: ''}).innerText"
+                               ".includes('video')", timeout=120_000)
+        first = shown_count(page)
+        assert first == expected[2.0]
+        before = page.locator("#budget-text").inner_text()
+        track = page.locator("#slider-fps input[type=range]")
+        box = track.bounding_box()
+        page.mouse.click(box["x"] + box["width"] * 1 / 8, box["y"] + box["height"] / 2)  # fps 0..8: about 1
+        page.wait_for_function("b => document.querySelector('#budget-text').innerText !== b", arg=before,
+                               timeout=60_000)
+        page.wait_for_timeout(300)
+        second = shown_count(page)
+        moved_to = float(page.locator("#slider-fps input[type=number]").input_value())
+        page.screenshot(path=str(ARTIFACTS / "browser-video.png"), full_page=True)
+        assert second == expected[moved_to] and second < first, (moved_to, first, second)
+        assert page.locator("#overlays img").count() >= 1  # the contact sheet

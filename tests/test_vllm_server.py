@@ -169,3 +169,25 @@ async def tokenize(server: Server, body: dict[str, Any]) -> dict[str, Any]:
         response = await client.post("/tokenize", json=body)
     assert response.status_code == 200, f"{response.status_code}: {response.text}\n{server.log_tail()}"
     return response.json()
+
+
+async def test_a_video_through_the_server(server: Server, registry, engines, settings):
+    """The project's clip, 4 frames, through vLLM's server (an endpoint entry: its render endpoint, with the
+    request's ``media_io_kwargs``) and through the local engine: the same ids, video ranges and counts."""
+    from vlm_demo.media import load_video
+
+    from .test_video import CLIP, video_request
+
+    spec = server.spec
+    if not spec.engine_args.limit_mm_per_prompt.get("video"):
+        pytest.skip(f"{spec.name} takes no video")
+    remote = dataclasses.replace(registry.spec_for_endpoint(server.url, spec.name, spec.family),
+                                 name=f"remote-{spec.name}")
+    both = ChatService(registry.with_model(remote), engines, settings)
+    clip = load_video(CLIP, settings)
+    local = await both.inspect(video_request(spec.name, clip, 4))
+    far = await both.inspect(video_request(remote.name, clip, 4))
+    assert far.prompt_token_ids == local.prompt_token_ids
+    (ours,), (theirs,) = local.items["video"], far.items["video"]
+    assert (theirs.offset, theirs.length, theirs.count) == (ours.offset, ours.length, ours.count) and ours.count > 0
+    assert ours.num_frames == 4 and theirs.num_frames is None  # the server samples; it does not say which frames

@@ -27,7 +27,7 @@ import pytest
 
 from vlm_demo.engine import EngineManager
 from vlm_demo.export import cli_flags
-from vlm_demo.media import png_data_url
+from vlm_demo.engine.remote import wire_message
 from vlm_demo.registry import ModelSpec
 from vlm_demo.inspector import Inspection
 from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, to_openai_messages
@@ -63,15 +63,9 @@ def server_argv(spec: ModelSpec, model_dir: str, settings: Settings, port: int,
 
 
 def served_messages(request: ChatRequest) -> list[dict[str, Any]]:
-    """The app's own OpenAI messages for ``request``, with each decoded image as an ``image_url`` part."""
-    messages = to_openai_messages(request)
-    for message in messages:
-        message["content"] = [
-            {"type": "image_url", "image_url": {"url": png_data_url(part["image_pil"])}}
-            if part.get("type") == "image_pil" else part
-            for part in message["content"]
-        ]
-    return messages
+    """The app's own OpenAI messages for ``request`` as they go over the wire (``wire_message``: each decoded
+    image an ``image_url`` part, each video a ``video_url`` part)."""
+    return [wire_message(m) for m in to_openai_messages(request)]
 
 
 @dataclass

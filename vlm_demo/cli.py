@@ -121,7 +121,7 @@ def _stdout_to_stderr():
 
 
 def _request(args: argparse.Namespace, settings: Settings):
-    from .media import load_image, load_image_embeds
+    from .media import load_image, load_image_embeds, load_video
     from .registry import Sampling
     from .service import ChatRequest, Turn
 
@@ -140,18 +140,21 @@ def _request(args: argparse.Namespace, settings: Settings):
         raise InputError(f"--mm-kwargs is not JSON: {exc}") from None
     if not isinstance(mm_kwargs, dict):
         raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
-    from .fetch import is_url, load_image_url
+    from .fetch import is_url, load_image_url, load_video_url
 
     images = (*(asyncio.run(load_image_url(p, settings)) if is_url(p) else load_image(Path(p), settings)
                 for p in args.image or []),
               *(load_image_embeds(Path(p), settings) for p in args.image_embeds or []))
+    videos = tuple(asyncio.run(load_video_url(p, settings)) if is_url(p) else load_video(Path(p), settings)
+                   for p in args.video or [])
+    video_io = {k: v for k, v in (("num_frames", args.num_frames), ("fps", args.fps)) if v is not None}
+    media = {m: items for m, items in (("image", images), ("video", videos)) if items}
     spec = registry.get(model)
     sampling = spec.sampling
     if getattr(args, "max_tokens", None):
         sampling = Sampling(**{**sampling.__dict__, "max_tokens": args.max_tokens})
-    request = ChatRequest(model=model, turns=(Turn("user", args.text, {"image": images} if images else {}),),
-                          system=args.system or "",
-                          mm_kwargs=mm_kwargs, sampling=sampling)
+    request = ChatRequest(model=model, turns=(Turn("user", args.text, media),), system=args.system or "",
+                          mm_kwargs=mm_kwargs, sampling=sampling, media_io={"video": video_io} if video_io else {})
     return registry, request
 
 
@@ -192,6 +195,10 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
         thumb = " + thumbnail" if e.thumbnail else ""
         print(f"{e.modality} {e.index}: {e.count} x {e.placeholder!r} token {e.token_id} at "
               f"[{e.offset}, {e.offset + e.length}) size {e.orig_size} -> {e.processed_size}{grid}{thumb}")
+        if e.modality == "video":
+            times = ", ".join(f"{t:.2f}" for t in e.timestamps_s or ())
+            print(f"  {e.num_frames} frames sampled (at {times} s); groups of tokens: {list(e.groups or ())}"
+                  + (f", {e.frames_per_group} frames each" if e.frames_per_group else ""))
     return 0
 
 
@@ -254,6 +261,12 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-embeds", action="append",
                         help="precomputed image embeddings, .safetensors with 'image_embeds' [tokens, hidden] "
                         "(and 'image_grid_thw' for Qwen2.5-VL); LLaVA-1.5 and Qwen2.5-VL")
+    parser.add_argument("--video", action="append",
+                        help="video file (mp4, webm, mov, mkv) or URL (data:video/..., or http(s) as for images); "
+                        "models that take video (repeat for several)")
+    parser.add_argument("--num-frames", type=int, help="frames vLLM samples from each video (its default: 32)")
+    parser.add_argument("--fps", type=float, help="frames per second vLLM samples from each video (with "
+                        "--num-frames, whichever gives fewer)")
     parser.add_argument("--text", required=True, help="the question")
     parser.add_argument("--system", help="system prompt")
     parser.add_argument("--mm-kwargs", help='image-processor kwargs as JSON, e.g. \'{"max_pixels": 401408}\'')

@@ -7,28 +7,23 @@ import json
 import shlex
 from typing import Any
 
-from PIL import Image
-
-from .media import png_data_url
+from .engine.remote import wire_message
 from .registry import ModelSpec
-from .service import ChatRequest
+from .service import ChatRequest, sent_media_io, to_openai_messages
+from .settings import Settings
 
 
-data_url = png_data_url
-
-
-def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = True) -> dict[str, Any]:
+def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = True,
+                          settings: Settings | None = None) -> dict[str, Any]:
     """The OpenAI-compatible request body that replays ``request`` against ``vllm serve``."""
     messages: list[dict[str, Any]] = []
-    if request.system:
-        messages.append({"role": "system", "content": request.system})
-    for turn in request.turns:
-        parts: list[dict[str, Any]] = [
-            {"type": "image_url", "image_url": {"url": data_url(im)}} if isinstance(im, Image.Image)
-            else {"type": "text", "text": "(precomputed image embeddings: not exported)"}
-            for im in turn.media.get("image", ())]
-        parts.append({"type": "text", "text": turn.text})
-        messages.append({"role": turn.role, "content": parts if turn.role == "user" else turn.text})
+    for message in to_openai_messages(request):
+        if message["role"] != "user":  # the system prompt and earlier answers as plain text
+            messages.append({"role": message["role"], "content": "".join(p["text"] for p in message["content"])})
+            continue
+        parts = [{"type": "text", "text": "(precomputed image embeddings: not exported)"}
+                 if p.get("type") == "image_embeds" else p for p in message["content"]]
+        messages.append(wire_message({**message, "content": parts}))
     sampling = request.sampling or spec.sampling
     body: dict[str, Any] = {
         "model": spec.served_model_name or spec.repo or spec.path or spec.name,
@@ -45,6 +40,8 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
     mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
     if mm_kwargs:
         body["mm_processor_kwargs"] = mm_kwargs
+    if media_io := sent_media_io(request, spec, settings or Settings()):
+        body["media_io_kwargs"] = media_io  # vLLM's request field: how its loader samples each video
     return body
 
 
@@ -106,8 +103,8 @@ def curl_command(spec: ModelSpec) -> str:
 
 def python_snippet(body: dict[str, Any], spec: ModelSpec) -> str:
     """An ``openai`` client snippet that sends the exported JSON (saved as request.json) to the model's server."""
-    extra = ('\n    extra_body={"mm_processor_kwargs": body["mm_processor_kwargs"]},'
-             if "mm_processor_kwargs" in body else "")
+    extras = [key for key in ("mm_processor_kwargs", "media_io_kwargs") if key in body]
+    extra = ("\n    extra_body={" + ", ".join(f'"{key}": body["{key}"]' for key in extras) + "}," if extras else "")
     seed = "\n    seed=body[\"seed\"]," if "seed" in body else ""
     imports = "import json\nimport os\n" if spec.api_key_env else "import json\n"
     api_key = f'os.environ["{spec.api_key_env}"]' if spec.api_key_env else '"EMPTY"'

@@ -1,12 +1,13 @@
-"""Image URLs, the guarded way in: ``data:`` URLs are decoded here; ``http(s)`` URLs are fetched only
-when the settings allow it, from allow-listed hosts, never from an internal address.
+"""Image and video URLs, the guarded way in: ``data:`` URLs are decoded here; ``http(s)`` URLs are fetched
+only when the settings allow it, from allow-listed hosts, never from an internal address.
 
 Rules for a fetched URL (each redirect is checked the same way, as a new URL):
 no backslashes, spaces, control characters or user-info (``user@host``); scheme ``http`` or ``https``;
 host name on ``Settings.url_allowed_hosts``; every address the name resolves to is a global unicast
 address (IPv4 embedded in IPv6 is unwrapped and checked too); the connection goes to the checked
 address itself (no second DNS lookup to rebind); the body is capped at ``Settings.url_max_bytes``
-and the whole fetch at ``Settings.url_timeout_s``. The bytes then go through ``media.load_image``.
+and the whole fetch at ``Settings.url_timeout_s``. The bytes then go through ``media.load_image`` or
+``media.load_video``.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import ipaddress
 import re
 import socket
 from collections.abc import Callable
+from typing import Literal
 from urllib.parse import SplitResult, unquote_to_bytes, urljoin, urlsplit
 
 import httpx
 from PIL import Image
 
 from .errors import InputError
-from .media import load_image
+from .media import Video, is_video_name, load_image, load_video
 from .settings import Settings
 
 Resolver = Callable[[str, int], list[str]]
@@ -67,16 +69,50 @@ async def load_image_url(url: str, settings: Settings) -> Image.Image:
     return await asyncio.to_thread(load_image, data, settings, name=shown)
 
 
-def decode_data_url(url: str, settings: Settings) -> bytes:
-    """The bytes of a ``data:image/...;base64,...`` URL; anything else is refused."""
-    if len(url) > settings.max_upload_bytes * 4 // 3 + 1024:
-        raise InputError(f"data: URL is larger than {settings.max_upload_bytes:,} bytes")
+async def load_video_url(url: str, settings: Settings) -> Video:
+    """The video at ``url`` (``data:video/...`` or allowed ``http(s)``), probed and checked like an upload, in
+    a worker thread (checking decodes every frame once)."""
+    url = url.strip()
+    shown = _short(url)
+    if url[:5].lower() == "data:":
+        return await asyncio.to_thread(lambda: load_video(decode_data_url(url, settings, "video"), settings, shown))
+    data = await fetch(url, settings, "video")
+    return await asyncio.to_thread(load_video, data, settings, shown)
+
+
+async def load_media_url(url: str, settings: Settings) -> Image.Image | Video:
+    """The video at ``url`` when ``is_video_url(url)``, else the image there."""
+    if is_video_url(url):
+        return await load_video_url(url, settings)
+    return await load_image_url(url, settings)
+
+
+def is_video_url(url: str) -> bool:
+    """True for a ``data:video/...`` URL and for any other URL whose path ends in a video suffix (``.mp4``,
+    ``.webm``, ``.mov``, ``.mkv``, any case; the query is not looked at). Nothing is fetched: the bytes are
+    sniffed later all the same, so a misnamed file is refused, not misread."""
+    text = url.strip()
+    if text[:5].lower() == "data:":
+        return text[5:11].lower() == "video/"
+    try:
+        return is_video_name(urlsplit(text).path)
+    except ValueError:
+        return False
+
+
+def decode_data_url(url: str, settings: Settings, kind: Literal["image", "video"] = "image") -> bytes:
+    """The bytes of a ``data:<kind>/...;base64,...`` URL (``kind`` "image" or "video"), at most
+    ``max_upload_bytes`` for an image and ``max_video_bytes`` for a video; anything else is refused."""
+    cap = settings.max_video_bytes if kind == "video" else settings.max_upload_bytes
+    if len(url) > cap * 4 // 3 + 1024:
+        raise InputError(f"data: URL is larger than {cap:,} bytes")
     match = _DATA_URL.fullmatch(url.strip())
     if match is None:
-        raise InputError("malformed data: URL (expected data:image/png;base64,...)")
+        example = "video/mp4" if kind == "video" else "image/png"
+        raise InputError(f"malformed data: URL (expected data:{example};base64,...)")
     media_type = match["type"].strip().lower()
-    if not media_type.startswith("image/"):
-        raise InputError(f"data: URL has media type {media_type or '(none)'!r}; only image/* is accepted")
+    if not media_type.startswith(f"{kind}/"):
+        raise InputError(f"data: URL has media type {media_type or '(none)'!r}; only {kind}/* is accepted")
     if "base64" in (p.strip().lower() for p in match["params"].split(";")):
         try:
             return base64.b64decode(re.sub(r"\s+", "", match["data"]), validate=True)
@@ -85,29 +121,30 @@ def decode_data_url(url: str, settings: Settings) -> bytes:
     return unquote_to_bytes(match["data"])
 
 
-async def fetch(url: str, settings: Settings) -> bytes:
-    """GET ``url`` under the module's rules; the body, or ``InputError`` saying which rule refused it."""
-    check_url(url, settings)  # syntax, scheme, "fetching is off" and host rules first, before any timeout starts
+async def fetch(url: str, settings: Settings, kind: Literal["image", "video"] = "image") -> bytes:
+    """GET ``url`` under the module's rules; the body, or ``InputError`` saying which rule refused it.
+    ``kind`` only words the request's ``Accept`` header and the messages; the rules are the same."""
+    check_url(url, settings, kind)  # syntax, scheme, "fetching is off" and host rules first, before any timeout
     try:
         async with asyncio.timeout(settings.url_timeout_s):
-            return await _fetch(url, settings)
+            return await _fetch(url, settings, kind)
     except TimeoutError:
         raise InputError(f"{_short(url)}: no complete answer within {settings.url_timeout_s:g} s") from None
 
 
-async def _fetch(url: str, settings: Settings) -> bytes:
+async def _fetch(url: str, settings: Settings, kind: str) -> bytes:
     limits = httpx.Timeout(settings.url_timeout_s)
     async with httpx.AsyncClient(transport=TRANSPORT(), trust_env=False, follow_redirects=False,
                                  timeout=limits) as client:
         for hop in range(settings.url_max_redirects + 1):
-            parts = check_url(url, settings)
+            parts = check_url(url, settings, kind)
             address = await _checked_address(parts)
             host = parts.hostname or ""
             netloc = f"[{address}]" if ":" in address else address
             if parts.port is not None:
                 netloc += f":{parts.port}"
             target = parts._replace(netloc=netloc).geturl()
-            headers = {"Host": parts.netloc, "Accept": "image/*", "User-Agent": "vlm-demo"}
+            headers = {"Host": parts.netloc, "Accept": f"{kind}/*", "User-Agent": "vlm-demo"}
             try:
                 async with client.stream("GET", target, headers=headers, extensions={"sni_hostname": host}) as resp:
                     if resp.is_redirect:
@@ -117,16 +154,16 @@ async def _fetch(url: str, settings: Settings) -> bytes:
                         continue
                     if resp.status_code != 200:
                         raise InputError(f"{_short(url)}: the server answered {resp.status_code} {resp.reason_phrase}")
-                    return await _body(resp, url, settings.url_max_bytes)
+                    return await _body(resp, url, settings.url_max_bytes, kind)
             except httpx.HTTPError as exc:
                 raise InputError(f"{_short(url)}: cannot fetch ({type(exc).__name__}: {exc})") from None
     raise AssertionError("unreachable")
 
 
-async def _body(resp: httpx.Response, url: str, cap: int) -> bytes:
+async def _body(resp: httpx.Response, url: str, cap: int, kind: str) -> bytes:
     declared = resp.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > cap:
-        raise InputError(f"{_short(url)}: the image is {int(declared):,} bytes; the limit is {cap:,}")
+        raise InputError(f"{_short(url)}: the {kind} is {int(declared):,} bytes; the limit is {cap:,}")
     body = bytearray()
     async for chunk in resp.aiter_raw():  # raw: a compressed body cannot expand past the cap unseen
         body += chunk
@@ -137,7 +174,7 @@ async def _body(resp: httpx.Response, url: str, cap: int) -> bytes:
     return bytes(body)
 
 
-def check_url(url: str, settings: Settings) -> SplitResult:
+def check_url(url: str, settings: Settings, kind: str = "image") -> SplitResult:
     """Syntax and host rules of one URL (no network); the parsed URL, or ``InputError``."""
     shown = _short(url)
     if "\\" in url or any(ord(c) <= 32 or ord(c) == 127 for c in url):
@@ -152,7 +189,7 @@ def check_url(url: str, settings: Settings) -> SplitResult:
         what = f"{scheme}:// URLs" if scheme else "paths"
         raise InputError(f"{shown}: {what} are refused; give an http(s) or data: URL, or upload the file")
     if not settings.url_fetch:
-        raise InputError("fetching image URLs is off on this server (VLM_DEMO_URL_FETCH); upload the image instead")
+        raise InputError(f"fetching {kind} URLs is off on this server (VLM_DEMO_URL_FETCH); upload the {kind} instead")
     if "@" in parts.netloc:
         raise InputError(f"{shown}: URLs with a user name or password (user@host) are refused")
     host = (parts.hostname or "").rstrip(".")

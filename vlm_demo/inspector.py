@@ -45,6 +45,24 @@ class Expansion:
     """Rows and columns of tiles / partitions / crops / token cells, or None."""
     thumbnail: bool | None
     """Whether a global thumbnail view was added, for tiling families."""
+    num_frames: int | None = None
+    """Videos: frames vLLM's loader sampled (None for images, or where the renderer does not say)."""
+    timestamps_s: tuple[float, ...] | None = None
+    """Videos: where each sampled frame sits in the clip, in seconds."""
+    groups: tuple[int, ...] | None = None
+    """Videos: feature tokens per group of frames that became tokens together, in prompt order."""
+    frames_per_group: int | None = None
+    """Videos: sampled frames per group (Qwen: 2 per temporal patch; InternVL, LLaVA-OneVision: 1), where
+    the frames divide evenly among the groups."""
+
+    def group_frames(self, k: int) -> tuple[int, ...]:
+        """The 0-based sampled frames of group ``k`` (empty where the frames per group are not known)."""
+        n = self.frames_per_group or 0
+        return tuple(range(k * n, (k + 1) * n))
+
+
+VIDEO_FIELDS = ("num_frames", "timestamps_s", "groups", "frames_per_group")
+"""``Expansion`` fields that only videos have (left out of an image's JSON)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +111,9 @@ class Inspection:
     token_texts: Mapping[int, str] = field(default_factory=dict)
     """Each prompt id's own text (the id decoded alone), where the engine's tokenizer is at hand; empty for a
     remote engine (the hover titles then give ids and positions only)."""
+    frames: Mapping[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
+    """Per time-based modality ("video"), per item: small pictures of the frames vLLM's loader sampled
+    (empty where the renderer does not give them), for the contact sheet."""
 
     def expansions(self) -> tuple[Expansion, ...]:
         """Every item of every modality, in prompt order."""
@@ -117,6 +138,8 @@ def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
                 processed_size=g.processed_size,
                 grid=g.grid,
                 thumbnail=g.thumbnail,
+                **(_video_fields(ids, r, g, rendered.token_ids[modality], _nth(rendered.frames.get(modality), i))
+                   if modality == "video" else {}),
             )
             for i, (r, g) in enumerate(zip(ranges, rendered.geometry[modality], strict=True))
         )
@@ -135,7 +158,36 @@ def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
         budget=Budget(media, len(ids) - sum(media.values()), len(ids), rendered.max_model_len),
         runs=runs,
         token_texts=dict(token_texts or {}),
+        frames={m: tuple(f.thumbnails if f is not None else () for f in found) for m, found in rendered.frames.items()},
     )
+
+
+def _nth(found: tuple[Any, ...] | None, i: int) -> Any:
+    return found[i] if found and i < len(found) else None
+
+
+def feature_runs(ids: tuple[int, ...], offset: int, length: int, token_id: int) -> tuple[int, ...]:
+    """Lengths of the unbroken runs of ``token_id`` in ``ids[offset:offset + length]``, in order."""
+    runs, n = [], 0
+    for t in ids[offset:offset + length]:
+        if t == token_id:
+            n += 1
+        elif n:
+            runs.append(n)
+            n = 0
+    return tuple([*runs, n] if n else runs)
+
+
+def _video_fields(ids: tuple[int, ...], r: Any, g: Any, token_id: int, sampled: Any) -> dict[str, Any]:
+    """A video's frames and groups: the sampled frames from vLLM's loader; the groups from the family's rule
+    over the processor output where it has one (it must add up to the ids' count), else the runs of the
+    feature token in the ids (Qwen3-VL's and InternVL's groups are separate runs)."""
+    runs = feature_runs(ids, r.offset, r.length, token_id)
+    groups = g.groups if g.groups and sum(g.groups) == sum(runs) else runs
+    frames = len(sampled.indices) if sampled is not None else None
+    per_group = frames // len(groups) if frames and groups and frames % len(groups) == 0 else None
+    return {"num_frames": frames, "timestamps_s": sampled.timestamps_s if sampled is not None else None,
+            "groups": tuple(groups), "frames_per_group": per_group}
 
 
 def to_json(inspection: Inspection) -> dict[str, Any]:
@@ -148,14 +200,17 @@ def to_json(inspection: Inspection) -> dict[str, Any]:
         "prompt_token_ids": list(inspection.prompt_token_ids),
         "max_model_len": inspection.budget.max_model_len,
         "num_image_tokens": 0,
+        "num_video_tokens": 0,
         "num_text_tokens": inspection.budget.text_tokens,
         "images": [],
+        "videos": [],
         "geometry_note": inspection.geometry_note,
     }
     for modality, found in inspection.items.items():
         out[f"num_{modality}_tokens"] = inspection.budget.media_tokens[modality]
+        skip = {"index", "modality", *(VIDEO_FIELDS if modality != "video" else ())}
         out[f"{modality}s"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(e).items()
-                                if k not in ("index", "modality")} for e in found]
+                                if k not in skip} for e in found]
     return out
 
 
@@ -222,6 +277,9 @@ def tile_counts(inspection: Inspection, item: Expansion) -> tuple[tuple[str, int
     """(label, feature tokens) of each tile / row of the item, in prompt order, where the geometry gives them
     and they add up to the item's count: InternVL's equal tiles (thumbnail last), Qwen's rows of merged
     patches (a grid of token cells); None otherwise (the run is shown as one part)."""
+    if item.groups and sum(item.groups) == item.count and item.count > 0:  # a video: its frame groups
+        total = len(item.groups)
+        return tuple((f"group {k + 1} of {total}{_frames_label(item, k)}", n) for k, n in enumerate(item.groups))
     if item.grid is None or item.count <= 0:
         return None
     rows, cols = item.grid
@@ -236,6 +294,18 @@ def tile_counts(inspection: Inspection, item: Expansion) -> tuple[tuple[str, int
             labels.append(f"tile {n} of {n} (thumbnail)")
         return tuple((label, item.count // n) for label in labels)
     return None
+
+
+def _frames_label(item: Expansion, k: int) -> str:
+    """" · frames 3-4 (1.00-1.50 s)" for group ``k`` of a video, where its frames are known."""
+    frames = item.group_frames(k)
+    if not frames or item.timestamps_s is None or frames[-1] >= len(item.timestamps_s):
+        return ""
+    first, last = frames[0], frames[-1]
+    which = f"frame {first + 1}" if first == last else f"frames {first + 1}-{last + 1}"
+    times = item.timestamps_s
+    when = f"{times[first]:.2f} s" if first == last else f"{times[first]:.2f}-{times[last]:.2f} s"
+    return f" · {which} ({when})"
 
 
 def _item_html(inspection: Inspection, item: Expansion, specials: set[str]) -> str:
@@ -288,3 +358,45 @@ def draw_overlay(image: Image.Image, expansion: Expansion, center_crop: bool = F
         draw = ImageDraw.Draw(out, "RGBA")
         draw.rectangle([left, top, left + side - 1, top + side - 1], outline=(255, 0, 80, 230), width=line * 2)
     return out
+
+
+GROUP_COLOURS = ((229, 57, 53), (30, 136, 229), (67, 160, 71), (251, 140, 0), (142, 36, 170), (0, 137, 123))
+"""Border colours of successive frame groups on a video's contact sheet."""
+
+
+def contact_sheet(expansion: Expansion, thumbnails: tuple[Image.Image, ...], columns: int = 4,
+                  cell: int = 224) -> Image.Image:
+    """A video's sampled frames side by side, each with its time, its group (frames of one group share a
+    border colour) and the token grid of its group drawn over it (one cell per feature token)."""
+    from PIL import ImageFont
+
+    n = len(thumbnails)
+    columns = max(1, min(columns, n))
+    rows = -(-n // columns)
+    w0, h0 = thumbnails[0].size
+    frame_h = max(1, round(cell * h0 / w0))
+    label_h = 18
+    sheet = Image.new("RGB", (columns * (cell + 8) + 8, rows * (frame_h + label_h + 8) + 8), (250, 250, 250))
+    draw = ImageDraw.Draw(sheet, "RGBA")
+    font = ImageFont.load_default(size=12)
+    per_group = expansion.frames_per_group or 0
+    for i, thumb in enumerate(thumbnails):
+        x = 8 + (i % columns) * (cell + 8)
+        y = 8 + (i // columns) * (frame_h + label_h + 8)
+        sheet.paste(thumb.convert("RGB").resize((cell, frame_h)), (x, y))
+        group = i // per_group if per_group else None
+        colour = GROUP_COLOURS[group % len(GROUP_COLOURS)] if group is not None else (120, 120, 120)
+        if expansion.grid is not None:
+            g_rows, g_cols = expansion.grid
+            for c in range(1, g_cols):
+                gx = x + round(c * cell / g_cols)
+                draw.line([(gx, y), (gx, y + frame_h)], fill=(255, 0, 80, 120), width=1)
+            for r in range(1, g_rows):
+                gy = y + round(r * frame_h / g_rows)
+                draw.line([(x, gy), (x + cell, gy)], fill=(255, 0, 80, 120), width=1)
+        draw.rectangle([x - 2, y - 2, x + cell + 1, y + frame_h + 1], outline=(*colour, 255), width=3)
+        when = f"{expansion.timestamps_s[i]:.2f} s" if expansion.timestamps_s and i < len(expansion.timestamps_s) else ""
+        tokens = (f" · group {group + 1}: {expansion.groups[group]} tok"
+                  if group is not None and expansion.groups and group < len(expansion.groups) else "")
+        draw.text((x, y + frame_h + 3), f"frame {i + 1} · {when}{tokens}", fill=(20, 20, 20), font=font)
+    return sheet

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 
+from . import families
 from .engine import EngineManager, RenderedPrompt, Renderer
 from .inspector import Inspection, inspect
-from .media import ImageEmbeds
+from .media import ImageEmbeds, Video
 from .errors import InputError, VlmDemoError
 from .registry import ModelSpec, Registry, Sampling
-from .settings import Settings
+from .settings import VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Turn:
     """What was said."""
     media: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     """Attachments per modality (user turns only): ``{"image": (decoded RGB images or precomputed
-    image embeddings, ...)}``."""
+    image embeddings, ...), "video": (checked videos, ...)}``."""
 
     def count(self, modality: str) -> int:
         """How many items of ``modality`` the message holds."""
@@ -54,6 +55,9 @@ class ChatRequest:
     """Per-request processor kwargs (control values)."""
     sampling: Sampling | None = None
     """Sampling settings; None uses the model's defaults."""
+    media_io: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per-request media loading options per modality, vLLM's ``media_io_kwargs``: ``{"video": {"num_frames":
+    8, "fps": 2}}`` (how many frames vLLM's loader samples from each video); empty: vLLM's defaults."""
 
 
 @dataclass(frozen=True)
@@ -128,12 +132,72 @@ def to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
 
 
 def _part(modality: str, item: Any) -> dict[str, Any]:
-    """One attachment as a chat content part."""
+    """One attachment as a chat content part (a video as the ``video_url`` part ``vllm serve`` takes: vLLM's
+    own loader decodes and samples it)."""
     if modality == "image":
         if isinstance(item, ImageEmbeds):
             return {"type": "image_embeds", "image_embeds": dict(item.tensors)}
         return {"type": "image_pil", "image_pil": item}
-    raise InputError(f"{modality} attachments are not supported yet")
+    if modality == "video" and isinstance(item, Video):
+        return {"type": "video_url", "video_url": {"url": item.data_url()}}
+    raise InputError(f"{modality} attachments are not supported")
+
+
+MEDIA_IO_KEYS = {"video": ("num_frames", "fps")}
+"""The per-request media loading options the app sends, per modality (vLLM's ``media_io_kwargs``)."""
+
+
+def check_media_io(media_io: Mapping[str, Mapping[str, Any]], settings: Settings) -> None:
+    """Raise ``InputError`` unless every option is known and within the settings' limits."""
+    for modality, options in media_io.items():
+        known = MEDIA_IO_KEYS.get(modality, ())
+        for key, value in options.items():
+            if key not in known:
+                raise InputError(f"unknown {modality} option {key!r}; known: {', '.join(known) or 'none'}")
+            if key == "num_frames":
+                if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= settings.max_video_frames:
+                    raise InputError(f"num_frames must be a whole number in 1..{settings.max_video_frames} (got {value!r})")
+            elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= settings.max_video_fps:
+                raise InputError(f"fps must be a number above 0 and at most {settings.max_video_fps:g} (got {value!r})")
+
+
+def video_sampling(spec: ModelSpec) -> str:
+    """How the entry's videos are sampled: "num_frames" or "fps" (its family adapter's ``video_sampling``)."""
+    return families.get(spec.family).video_sampling if spec.family != families.AUTO else "num_frames"
+
+
+def sent_media_io(request: ChatRequest, spec: ModelSpec, settings: Settings) -> dict[str, dict[str, Any]]:
+    """The ``media_io_kwargs`` a request goes out with, for the modalities the conversation holds: its own
+    options, and for videos always the one the family's loader samples by, so the panels, Export and a
+    ``vllm serve`` replay agree on the frames. Families sampled by count (``num_frames``; ``fps`` caps it) get
+    ``VIDEO_NUM_FRAMES`` where the request sets nothing, and the settings' limit where it sets ``fps`` alone
+    (vLLM drops its default count when only ``fps`` comes, which would leave a long clip unbounded); families
+    sampled by rate (Qwen-VL, whose loaders ignore ``num_frames``) get ``fps`` (``VIDEO_FPS`` by default) and
+    no ``num_frames``."""
+    held = {m for t in request.turns for m, items in t.media.items() if items}
+    out = {m: dict(v) for m, v in request.media_io.items() if m in held and v}
+    if "video" in held:
+        video = out.setdefault("video", {})
+        if video_sampling(spec) == "fps":
+            video.pop("num_frames", None)
+            video.setdefault("fps", VIDEO_FPS)
+        else:
+            video.setdefault("num_frames", settings.max_video_frames if "fps" in video else VIDEO_NUM_FRAMES)
+    return out
+
+
+def check_sampled_frames(request: ChatRequest, spec: ModelSpec, settings: Settings) -> None:
+    """Refuse a request whose videos would be sampled into more than ``max_video_frames`` frames: for a family
+    sampled by rate, a clip's length times the rate (the count is bounded by ``num_frames`` otherwise)."""
+    if video_sampling(spec) != "fps":
+        return
+    fps = sent_media_io(request, spec, settings).get("video", {}).get("fps", VIDEO_FPS)
+    for turn in request.turns:
+        for video in turn.media.get("video", ()):
+            frames = min(int(video.duration_s * fps), video.num_frames)
+            if frames > settings.max_video_frames:
+                raise InputError(f"{video.name}: at {fps:g} fps its {video.duration_s:.1f} s give {frames} frames; "
+                                 f"the limit is {settings.max_video_frames} (lower fps)")
 
 
 def _plural(n: int, noun: str) -> str:
@@ -163,9 +227,12 @@ class ChatService:
                 raise InputError(f"a message is longer than {self.settings.max_text_chars:,} characters")
         if len(request.system) > self.settings.max_text_chars:
             raise InputError(f"the system prompt is longer than {self.settings.max_text_chars:,} characters")
-        for modality in {m for t in request.turns for m in t.media}:
+        for modality in {m for t in request.turns for m, items in t.media.items() if items}:
             per_turn, per_conversation = self.settings.media_limits(modality)
             allowed = spec.engine_args.limit_mm_per_prompt.get(modality, 0)
+            if not allowed:
+                takes = ", ".join(m for m, n in spec.engine_args.limit_mm_per_prompt.items() if n) or "text only"
+                raise InputError(f"{spec.name} does not take {modality} (it takes: {takes}); pick a model that does")
             n = request.turns[-1].count(modality)
             if n > min(per_turn, allowed):
                 raise InputError(f"{_plural(n, modality)} in one message; {spec.name} takes at most "
@@ -174,6 +241,8 @@ class ChatService:
             if total > min(per_conversation, allowed):
                 raise InputError(f"the conversation holds {_plural(total, modality)}; {spec.name} takes at most "
                                  f"{min(per_conversation, allowed)} per prompt")
+        check_media_io(request.media_io, self.settings)
+        check_sampled_frames(request, spec, self.settings)
         for key, value in request.mm_kwargs.items():
             control = spec.mm_control(key)
             if control is None:
@@ -212,7 +281,7 @@ class ChatService:
         if engine.adapter.name == "generic" and known is not None:  # an adapter's controls are checked already
             for key in mm_kwargs.keys() - known:
                 raise InputError(f"{spec.name}'s processor takes no per-request setting {key!r}")
-        rendered = await engine.render(to_openai_messages(request), mm_kwargs)
+        rendered = await engine.render(to_openai_messages(request), mm_kwargs, sent_media_io(request, spec, self.settings))
         if len(rendered.prompt_token_ids) >= engine.max_model_len:
             raise InputError(
                 f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {spec.name} holds "

@@ -22,6 +22,15 @@ ENCODED_IMAGES_KEPT = 64
 re-sends every earlier image of the conversation, which then costs a hash instead of an encode."""
 
 
+VIDEO_NUM_FRAMES = 16
+"""Frames sampled from each video unless the request says otherwise, for families sampled by frame count (the
+page's ``num_frames`` slider starts here; vLLM's own default, 32, would put a 4-s clip over a tiny InternVL's
+8192-token context)."""
+VIDEO_FPS = 2.0
+"""Frames per second sampled from each video unless the request says otherwise, for families sampled by rate
+(Qwen-VL): the default of vLLM's Qwen video loaders and of the Qwen processors."""
+
+
 @dataclass(frozen=True)
 class Settings:
     """Limits and paths; see the README's settings table."""
@@ -53,6 +62,24 @@ class Settings:
     """Largest uploaded file (image or embeddings), in bytes."""
     max_image_pixels: int = 40_000_000
     """Largest decoded image, in pixels (Pillow's decompression-bomb guard uses this too)."""
+    max_video_bytes: int = 50_000_000
+    """Largest video, in bytes (an uploaded file, or the payload of a ``data:video/...`` URL)."""
+    max_video_seconds: float = 120.0
+    """Longest video, in seconds (its frame count over its frame rate, as the container says)."""
+    max_video_frame_pixels: int = 3840 * 2160
+    """Largest video frame, width times height (4K UHD passes; 7680x4320 is refused)."""
+    max_video_frames: int = 64
+    """Most frames sampled from one video (the page's ``num_frames`` slider goes up to this)."""
+    max_video_fps: float = 8.0
+    """Highest rate, in frames per second, at which frames are sampled from a video."""
+    max_video_decode_s: float = 10.0
+    """Longest time checking one video may take (every frame is decoded once, without colour conversion)."""
+    max_videos_per_turn: int = 1
+    """Videos one user message may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
+    max_videos_per_conversation: int = 2
+    """Videos a whole conversation may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
+    allowed_video_formats: tuple[str, ...] = ("mp4", "webm", "mov", "mkv")
+    """Video containers accepted (sniffed from the file's header, not its name): mp4, webm, mov, mkv."""
     max_text_chars: int = 8_000
     """Longest user message or system prompt, in characters."""
     url_fetch: bool = False
@@ -83,9 +110,11 @@ class Settings:
     """Longest wait for a Hugging Face Hub metadata answer (a repository's file list, a file's headers)."""
 
     def media_limits(self, modality: str) -> tuple[int, int]:
-        """Items of ``modality`` one message and one conversation may carry (images only, for now)."""
+        """Items of ``modality`` one message and one conversation may carry (0, 0 for an unknown modality)."""
         if modality == "image":
             return self.max_images_per_turn, self.max_images_per_conversation
+        if modality == "video":
+            return self.max_videos_per_turn, self.max_videos_per_conversation
         return 0, 0
 
     @classmethod

@@ -26,16 +26,18 @@ from .errors import InputError, VlmDemoError
 from .export import chat_completions_body, curl_command, python_snippet, serve_command
 from . import families
 from .conversation import Conversation, Exchange, Stats, chat_messages
-from .inspector import PROMPT_CSS, Expansion, Inspection, draw_overlay, prompt_html, run_length_text
-from .fetch import load_image_url
-from .media import ImageEmbeds, Recent, image_digest, load_image, load_image_embeds
+from .inspector import PROMPT_CSS, Expansion, Inspection, contact_sheet, draw_overlay, prompt_html, run_length_text
+from .fetch import is_video_url, load_media_url
+from .media import (VIDEO_SUFFIXES, ImageEmbeds, Recent, Video, image_digest, is_video_name, load_image,
+                    load_image_embeds, load_video)
 from .registry import Sampling
-from .settings import ENCODED_IMAGES_KEPT, Settings
-from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn
+from .settings import ENCODED_IMAGES_KEPT, VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
+from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn, video_sampling
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 OVERLAYS = Path(tempfile.gettempdir()) / "vlm-demo-overlays"  # the expansion panel's pictures, named by content
-TABLE_HEADERS = ["item", "placeholder", "token id", "count", "range", "size", "processed", "grid", "thumbnail"]
+TABLE_HEADERS = ["item", "placeholder", "token id", "count", "range", "size", "processed", "grid", "thumbnail",
+                 "frames"]
 CSS = """
 .prompt { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 12px; max-height: 420px;
           overflow: auto; margin: 0; }
@@ -43,6 +45,8 @@ mark.ph { background: #ffd54f; color: #000; } mark.sp { background: #cfd8dc; col
 .budget { display: flex; height: 18px; border-radius: 4px; overflow: hidden; background: #e8f5e9; }
 .budget .image { background: #ff7043; } .budget .video { background: #ab47bc; } .budget .txt { background: #42a5f5; }
 """ + PROMPT_CSS
+EXAMPLE_CLIP = "moving-square.webm"
+"""The example video (made by ``assets/make_clip.py``)."""
 EXAMPLES = [
     ("wide-street.png", "How many tiles does this wide image become, and what is written on the signs?"),
     ("bar-chart.png", "Which quarter had the highest sales, and by how much?"),
@@ -76,7 +80,22 @@ def image_table(inspection: Inspection) -> list[list[Any]]:
         return f"{v[0]}x{v[1]}" if v else "-"
     return [[f"{e.modality} {e.index + 1}", e.placeholder, e.token_id, e.count, f"[{e.offset}, {e.offset + e.length})",
              size(e.orig_size), size(e.processed_size), f"{e.grid[0]}x{e.grid[1]}" if e.grid else "-",
-             "-" if e.thumbnail is None else ("yes" if e.thumbnail else "no")] for e in inspection.expansions()]
+             "-" if e.thumbnail is None else ("yes" if e.thumbnail else "no"), frames_text(e)]
+            for e in inspection.expansions()]
+
+
+def frames_text(e: Expansion) -> str:
+    """A video's sampling and grouping in words ("8 sampled at 0.00-3.92 s; 4 groups of 2 frames, 140 tokens
+    each"); "-" for an image."""
+    if e.modality != "video":
+        return "-"
+    sampled = "frames: sampled by the server" if e.num_frames is None else f"{e.num_frames} sampled"
+    if e.timestamps_s:
+        sampled += f" at {e.timestamps_s[0]:.2f}-{e.timestamps_s[-1]:.2f} s"
+    groups = e.groups or ()
+    each = f"{groups[0]} tokens each" if groups and len(set(groups)) == 1 else ", ".join(map(str, groups)) + " tokens"
+    per = f" of {e.frames_per_group} frame{'s' if e.frames_per_group != 1 else ''}" if e.frames_per_group else ""
+    return f"{sampled}; {len(groups)} group{'s' if len(groups) != 1 else ''}{per}, {each}"
 
 
 def image_file(image: Image.Image, folder: Path) -> str:
@@ -124,8 +143,18 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
                 f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
                for img, im in zip(images, inspection.items.get("image", ()), strict=False)
                if not isinstance(img, ImageEmbeds)]
+    for video in inspection.items.get("video", ()):
+        thumbnails = _nth_frames(inspection, video.index)
+        if thumbnails:
+            gallery.append((image_file(contact_sheet(video, thumbnails), OVERLAYS),
+                            f"video {video.index + 1}: {frames_text(video)}"))
     return {"prompt": header + prompt_html(inspection, specials), "runs": run_length_text(inspection),
             "table": image_table(inspection), "gallery": gallery, "budget": budget_html(inspection)}
+
+
+def _nth_frames(inspection: Inspection, index: int) -> tuple[Any, ...]:
+    found = inspection.frames.get("video", ())
+    return found[index] if index < len(found) else ()
 
 
 def stats_data(stats: Stats | None, status: str) -> dict[str, Any]:
@@ -197,13 +226,15 @@ def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any]
                max_tokens: int | None = None, seed: int = -1, urls: str = "", controls: dict[str, Any] | None = None,
                model_b: str | None = None, controls_b: dict[str, Any] | None = None) -> list[Any]:
     """The inputs of one of the page's API endpoints, by name, in the order ``gradio_client`` sends them.
-    ``controls``: image settings by kwarg (the model's initial values otherwise); sampling defaults are the
+    ``controls``: image settings by kwarg, and ``num_frames`` / ``fps`` for videos (the model's initial values
+    otherwise); sampling defaults are the
     model's own. ``model_b``/``controls_b``: Compare's side B."""
-    kwargs = sorted({c.kwarg for spec in registry.models for c in spec.controls})
+    kwargs = control_names(registry)
 
     def control_values(name: str, chosen: dict[str, Any] | None) -> list[Any]:
         spec = registry.get(name)
         first = {c.kwarg: c.initial for m in reversed(registry.models) for c in m.controls}  # hidden: any valid value
+        first.update(video_defaults(spec))
         return [(chosen or {}).get(k, spec.initial(k) if spec.mm_control(k) else first[k]) for k in kwargs]
     default = registry.get(model).sampling
     sampling = [default.temperature if temperature is None else temperature, default.top_p if top_p is None else top_p,
@@ -222,24 +253,59 @@ def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any]
     raise ValueError(f"no inputs helper for {api_name!r}")
 
 
+VIDEO_OPTIONS = ("num_frames", "fps")
+"""The video sampling controls (vLLM's per-request ``media_io_kwargs["video"]``), after the processor kwargs."""
+
+
+def control_names(registry: Any) -> tuple[str, ...]:
+    """The names of a picker's controls, in order: every model's processor kwargs, then ``VIDEO_OPTIONS``."""
+    return (*sorted({c.kwarg for spec in registry.models for c in spec.controls}), *VIDEO_OPTIONS)
+
+
+def takes_video(spec: Any) -> bool:
+    """Whether the entry lets a prompt hold videos."""
+    return spec.engine_args.limit_mm_per_prompt.get("video", 0) > 0
+
+
+def video_defaults(spec: Any) -> dict[str, Any]:
+    """Where the video sliders start for ``spec`` (``fps`` 0: not sent)."""
+    return {"num_frames": VIDEO_NUM_FRAMES, "fps": VIDEO_FPS if video_sampling(spec) == "fps" else 0}
+
+
 @dataclasses.dataclass
 class Controls:
-    """A model picker's image-processing controls: one component per kwarg any model offers (a slider,
-    or a checkbox for a bool), shown for the models that have it."""
+    """A model picker's controls: one component per processor kwarg any model offers (a slider, or a checkbox
+    for a bool), shown for the models that have it; then the video sampling sliders (``VIDEO_OPTIONS``),
+    shown for models that take video."""
 
     registry: Any
+    settings: Settings
     kwargs: tuple[str, ...]
-    """The kwargs, in the order of ``components``."""
+    """The controls' names, in the order of ``components``."""
     components: list[Any]
     """The controls' components."""
 
     @classmethod
-    def create(cls, registry: Any, model: str, elem_prefix: str | None = None) -> Controls:
-        kwargs = tuple(sorted({c.kwarg for spec in registry.models for c in spec.controls}))
-        made = cls(registry, kwargs, [])
+    def create(cls, registry: Any, settings: Settings, model: str, elem_prefix: str | None = None) -> Controls:
+        made = cls(registry, settings, control_names(registry), [])
         made.components = [made.component(model, k, elem_id=f"{elem_prefix}-{k}" if elem_prefix else None)
-                           for k in kwargs]
+                           for k in made.kwargs]
         return made
+
+    def video_component(self, model: str, name: str, **extra: Any) -> Any:
+        """The ``num_frames`` or ``fps`` slider as ``model`` samples videos: ``num_frames`` for a family sampled
+        by count (with ``fps`` as an optional cap, 0: off), ``fps`` alone for one sampled by rate (Qwen-VL,
+        whose loader ignores ``num_frames``); hidden for a model without video."""
+        spec = self.registry.get(model)
+        by_rate = video_sampling(spec) == "fps"
+        if name == "num_frames":
+            return typed_input(gr.Slider(1, self.settings.max_video_frames, value=VIDEO_NUM_FRAMES, step=1,
+                                         visible=takes_video(spec) and not by_rate,
+                                         label="num_frames (frames sampled from each video)", **extra), "int")
+        label = ("fps (frames sampled per second of video; this family's loader samples by rate)" if by_rate
+                 else "fps (caps num_frames at this rate; 0: num_frames alone)")
+        return typed_input(gr.Slider(0, self.settings.max_video_fps, value=video_defaults(spec)["fps"], step=0.5,
+                                     visible=takes_video(spec), label=label, **extra), "number")
 
     def setting(self, kwarg: str) -> Any:
         """The first model's control setting for ``kwarg`` (the shape of a hidden control)."""
@@ -247,6 +313,8 @@ class Controls:
 
     def component(self, model: str, kwarg: str, **extra: Any) -> Any:
         """The control for ``kwarg`` as ``model`` has it (hidden when it has none)."""
+        if kwarg in VIDEO_OPTIONS:
+            return self.video_component(model, kwarg, **extra)
         spec = self.registry.get(model)
         own = spec.mm_control(kwarg)
         setting = own or self.setting(kwarg)
@@ -272,12 +340,24 @@ class Controls:
         chosen = {}
         for kwarg, value in zip(self.kwargs, values, strict=True):
             own = spec.mm_control(kwarg)
-            if own is None or value is None:
+            if own is None or value is None or kwarg in VIDEO_OPTIONS:
                 continue
             value = _typed(own, value)
             if own.default is not None or value != spec.initial(kwarg):
                 chosen[kwarg] = value
         return chosen
+
+    def media_io(self, values: Sequence[Any]) -> dict[str, dict[str, Any]]:
+        """The video sampling options the controls' ``values`` ask for (``fps`` 0: not sent); the service
+        checks their ranges."""
+        chosen = dict(zip(self.kwargs, values, strict=True))
+        video: dict[str, Any] = {}
+        frames, fps = chosen.get("num_frames"), chosen.get("fps")
+        if frames is not None:
+            video["num_frames"] = int(frames) if isinstance(frames, float) and frames.is_integer() else frames
+        if fps not in (None, 0, 0.0):
+            video["fps"] = fps
+        return {"video": video} if video else {}
 
 
 def _typed(control: Any, value: Any) -> Any:
@@ -360,7 +440,7 @@ def layout(service: ChatService, default_model: str) -> Page:
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=260, elem_id="settings-panel"):
             parts["system"] = gr.Textbox(label="System prompt", placeholder="(the chat template's default)", lines=2)
-            parts["controls"] = Controls.create(registry, default_model, elem_prefix="slider")
+            parts["controls"] = Controls.create(registry, settings, default_model, elem_prefix="slider")
             with gr.Accordion("Sampling", open=False, elem_id="sampling"):
                 parts["temperature"] = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
                 parts["top_p"] = gr.Slider(0.05, 1, value=spec.sampling.top_p, step=0.05, label="top_p")
@@ -374,16 +454,17 @@ def layout(service: ChatService, default_model: str) -> Page:
             gr.Markdown("### 2 · Placeholder expansion")
             parts["budget"] = gr.HTML(elem_id="budget")
             parts["runs"] = gr.Textbox(label="Token sequence (runs)", lines=4, max_lines=10, elem_id="runs")
-            parts["table"] = gr.Dataframe(headers=TABLE_HEADERS, label="Images", elem_id="image-table",
+            parts["table"] = gr.Dataframe(headers=TABLE_HEADERS, label="Images and videos", elem_id="image-table",
                                           interactive=False)
             parts["gallery"] = gr.Gallery(label="What the processor did", columns=2, height=260, elem_id="overlays")
         with gr.Column(scale=2, min_width=320, elem_id="chat-panel"):
             gr.Markdown("### 3 · Chat")
             parts["chat"] = gr.Chatbot(label="Chat", elem_id="chat", height=440)
-            parts["box"] = gr.MultimodalTextbox(file_types=["image", ".safetensors"], file_count="multiple",
-                                                elem_id="question",
-                                                placeholder="Ask about the images (upload, paste or drop them here)")
-            parts["urls"] = gr.Textbox(label="Image URLs (one a line; http(s) from allowed hosts, or data:)",
+            parts["box"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, ".safetensors"],
+                                                file_count="multiple", elem_id="question",
+                                                placeholder="Ask about the images or videos (upload, paste or drop "
+                                                            "them here)")
+            parts["urls"] = gr.Textbox(label="Image or video URLs (one a line; http(s) from allowed hosts, or data:)",
                                        visible=settings.url_fetch, lines=1, elem_id="image-urls")
             parts["stats"] = gr.Markdown(elem_id="stats")
             parts["stats_data"] = gr.JSON(visible=False, elem_id="stats-data")
@@ -396,6 +477,9 @@ def layout(service: ChatService, default_model: str) -> Page:
     if (ASSETS / "shape-a.png").exists():
         examples.append([{"text": "What differs between the two pictures?",
                           "files": [str(ASSETS / "shape-a.png"), str(ASSETS / "shape-b.png")]}])
+    if (ASSETS / EXAMPLE_CLIP).exists():
+        examples.append([{"text": "Where does the square go, and which frame numbers do you see?",
+                          "files": [str(ASSETS / EXAMPLE_CLIP)]}])
     if examples:
         gr.Examples(examples, [parts["box"]], label="Examples (made by this project)")
     with gr.Accordion("Export: replay this request against vllm serve", open=False):
@@ -408,7 +492,7 @@ def layout(service: ChatService, default_model: str) -> Page:
                 with gr.Column():
                     parts[f"model_{side}"] = gr.Dropdown(choices=choices, value=default_model,
                                                          label=f"{side.upper()}: model", elem_id=f"model-{side}")
-                    parts[f"controls_{side}"] = Controls.create(registry, default_model, elem_prefix=f"{side}")
+                    parts[f"controls_{side}"] = Controls.create(registry, settings, default_model, elem_prefix=f"{side}")
         parts["compare_btn"] = gr.Button("Compare (inspect both)", elem_id="compare-btn")
         with gr.Row():
             for side in ("a", "b"):
@@ -461,8 +545,9 @@ class Handlers:
                               printable_only=spec.sampling.printable_only)
         except (TypeError, ValueError) as exc:
             raise InputError(f"sampling settings: {str(exc).splitlines()[0]}") from None
+        media_io = (control_set or self.page.controls).media_io(controls)
         return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
-                           sampling=params)
+                           sampling=params, media_io=media_io)
 
     async def read_message(self, message: dict | None, url_text: str | None) -> tuple[Turn, tuple[Any, ...]]:
         """The message as a user turn (uploads first, then URLs), and as the chat shows it. Counts are checked
@@ -473,16 +558,21 @@ class Handlers:
             raise InputError("the message text must be a string")
         files = [f if isinstance(f, str) else (f or {}).get("path", "") for f in message.get("files", []) or []]
         links = [line.strip() for line in (url_text or "").splitlines() if line.strip()]
-        if len(files) + len(links) > self.settings.max_images_per_turn:
-            raise InputError(f"{len(files) + len(links)} images in one message; the limit is "
-                             f"{self.settings.max_images_per_turn}")
-        images = list(await asyncio.to_thread(self._decode, files))
-        images += [await load_image_url(link, self.settings) for link in links]
-        shown = text + "".join(f"\n[image: {link[:80]}]" for link in links)
-        return Turn("user", text, {"image": tuple(images)} if images else {}), (*files, shown)
+        videos = sum(1 for f in files if is_video_name(f)) + sum(1 for link in links if is_video_url(link))
+        for modality, n in (("image", len(files) + len(links) - videos), ("video", videos)):
+            per_turn, _ = self.settings.media_limits(modality)
+            if n > per_turn:
+                raise InputError(f"{n} {modality}s in one message; the limit is {per_turn}")
+        items = list(await asyncio.to_thread(self._decode, files))
+        items += [await load_media_url(link, self.settings) for link in links]
+        media = {"image": tuple(i for i in items if not isinstance(i, Video)),
+                 "video": tuple(i for i in items if isinstance(i, Video))}
+        shown = text + "".join(f"\n[{'video' if is_video_url(link) else 'image'}: {link[:80]}]" for link in links)
+        return Turn("user", text, {m: found for m, found in media.items() if found}), (*files, shown)
 
     def _decode(self, files: Sequence[str]) -> list[Any]:
         return [load_image_embeds(path, self.settings) if path.endswith(".safetensors")
+                else load_video(path, self.settings, name=Path(path).name) if is_video_name(path)
                 else load_image(path, self.settings, name=Path(path).name)  # not the server's upload folder
                 for path in files]
 

@@ -19,7 +19,7 @@ import re
 import time
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,7 +35,7 @@ from ..tiny_models import tiny_model_dir
 from .reasoning import ReasoningSplit, reasoning_parser_class
 from .remote import RemoteEngine
 from .runs import token_runs
-from .types import ItemRange, RenderedPrompt, TokenDelta
+from .types import ItemRange, RenderedPrompt, SampledFrames, TokenDelta
 from .workarounds import apply_workarounds, start_kwargs
 
 log = logging.getLogger(__name__)
@@ -147,12 +147,15 @@ class Renderer:
         return tuple(m for m in ("image", "video")
                      if _supports(self.model_config, m) and config.get_limit_per_prompt(m) > 0)
 
-    async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any]) -> RenderedPrompt:
+    async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any],
+                     media_io: Mapping[str, Mapping[str, Any]] | None = None) -> RenderedPrompt:
         """Apply the chat template and run the multimodal processor, as ``vllm serve`` does.
 
         These are the steps of vLLM's ``render_chat_async``, called one by one so the template's
         text output (before placeholder expansion) can be shown too; the per-request processor
-        kwargs travel with the prompt, as the OpenAI server passes them.
+        kwargs travel with the prompt, as the OpenAI server passes them. ``media_io``: per-request
+        media loading options (``{"video": {"num_frames": 8}}``), the request body's ``media_io_kwargs``;
+        vLLM's own loader decodes and samples each video with them.
         """
         from vllm.exceptions import VLLMValidationError
         from vllm.renderers.hf import resolve_chat_template_content_format
@@ -161,8 +164,9 @@ class Renderer:
         kwargs = dict(mm_kwargs)
         messages = [_with_torch_embeds(m) for m in messages]
         try:
-            conversation, dict_prompt = await renderer.render_messages_async(messages, chat_params(kwargs))
+            conversation, dict_prompt = await renderer.render_messages_async(messages, chat_params(kwargs, media_io))
             _unwrap_plain_embeds(dict_prompt)
+            frames = {"video": tuple(_sampled(v) for v in dict_prompt.get("multi_modal_data", {}).get("video") or ())}
             prompt_text = dict_prompt.get("prompt", "")
             # As the OpenAI server's chat request builds them: no special tokens beyond the template's
             # (vLLM's own default for multimodal models adds them, and Gemma 3 then starts with two
@@ -172,6 +176,9 @@ class Renderer:
             (tok_prompt,) = await renderer.tokenize_prompts_async([dict_prompt], tok_params)
             if kwargs:  # what render_chat_async's prompt_extras does with the server's mm_processor_kwargs
                 tok_prompt["mm_processor_kwargs"] = kwargs
+            # ... and with the request's media_io_kwargs: they are part of each item's cache key (a clip
+            # sampled at 4 frames must not be served the processing of the same clip at 8)
+            tok_prompt["media_io_kwargs"] = {m: dict(v) for m, v in (media_io or {}).items()}
             # skip_mm_cache: processed images still come from the processor cache, but are not marked
             # as "already sent" to the engine core. A render that is never generated from (inspect
             # only, a prompt over max_model_len, Stop right after rendering) would otherwise leave
@@ -185,12 +192,14 @@ class Renderer:
         )
         ids = tuple(engine_input["prompt_token_ids"])
         inputs = _inputs_by_modality(messages)
+        inputs["video"] = [f.first if f else None for f in frames["video"]]
         ranges, geometry, token_ids = {}, {}, {}
         for modality, found in engine_input.get("mm_placeholders", {}).items():
             ranges[modality] = tuple(ItemRange(p.offset, p.length) for p in found)
             token_ids[modality] = self._feature_token_id(modality, ids, found)
             items = engine_input.get("mm_kwargs", {}).get(modality, [])
-            geometry[modality] = tuple(self._geometry(item, source, kwargs)
+            rule = self.adapter.video_geometry if modality == "video" else self.adapter.geometry
+            geometry[modality] = tuple(self._geometry(item, source, kwargs, rule)
                                        for item, source in zip(items, inputs.get(modality, []), strict=True))
         note = None if self.adapter.geometry else f"no geometry adapter for {self.model_config.hf_config.model_type}"
         return RenderedPrompt(
@@ -208,6 +217,8 @@ class Renderer:
             mm_kwargs=kwargs,
             max_model_len=self.max_model_len,
             engine_input=engine_input,
+            media_io_kwargs={m: dict(v) for m, v in (media_io or {}).items()},
+            frames={m: tuple(f.sampled if f else None for f in found) for m, found in frames.items() if found},
         )
 
     def _feature_token_id(self, modality: str, ids: Sequence[int], found: Sequence[Any]) -> int:
@@ -222,13 +233,13 @@ class Renderer:
             counts.update(ids[p.offset + i] for i, embed in enumerate(mask) if embed)
         return counts.most_common(1)[0][0] if counts else -1
 
-    def _geometry(self, item: Any, source: Any, kwargs: dict[str, Any]) -> ItemGeometry:
+    def _geometry(self, item: Any, source: Any, kwargs: dict[str, Any], rule: Any) -> ItemGeometry:
         image = source if isinstance(source, Image.Image) else None
-        if self.adapter.geometry is None:
+        if rule is None:
             return no_geometry(image)
         fields = {key: elem.data for key, elem in item.items()}
         try:
-            found = self.adapter.geometry(fields, image, self.model_config.hf_config, kwargs)
+            found = rule(fields, image, self.model_config.hf_config, kwargs)
         except (KeyError, AttributeError, ValueError, TypeError, IndexError):  # a field this input lacks
             found = None
         return found or no_geometry(image)
@@ -396,14 +407,51 @@ def _unwrap_plain_embeds(prompt: dict[str, Any]) -> None:
         prompt["multi_modal_data"]["image"] = data["image_embeds"]
 
 
-def chat_params(mm_kwargs: dict[str, Any]) -> Any:
-    """The ``ChatParams`` vLLM's OpenAI server builds for a plain chat request with these kwargs."""
+def chat_params(mm_kwargs: dict[str, Any], media_io: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
+    """The ``ChatParams`` vLLM's OpenAI server builds for a plain chat request with these kwargs (and a
+    request body's ``media_io_kwargs``)."""
     from vllm.renderers import ChatParams
 
     return ChatParams(
         chat_template_kwargs={"add_generation_prompt": True, "continue_final_message": False, "tokenize": False},
         mm_processor_kwargs=dict(mm_kwargs) or None,
+        media_io_kwargs={m: dict(v) for m, v in media_io.items()} if media_io else None,
     )
+
+
+THUMBNAIL_PX = 256
+"""Longest side of a sampled video frame kept for the contact sheet."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Decoded:
+    sampled: SampledFrames
+    first: Image.Image
+    """The first sampled frame at full size (the video's geometry reads its size)."""
+
+
+def _sampled(video: Any) -> _Decoded | None:
+    """What vLLM's video loader gave for one video (``MediaWithBytes`` of ``(frames, metadata)``): the
+    sampled frames' indices and times, and small copies of the frames."""
+    frames, meta = getattr(video, "media", video)
+    indices = tuple(int(i) for i in meta.get("frames_indices") or range(len(frames)))
+    fps = float(meta.get("fps") or 0.0)
+    array = frames.cpu().numpy() if hasattr(frames, "cpu") else frames
+    if len(array) == 0:
+        return None
+    thumbnails = []
+    for frame in array:
+        picture = Image.fromarray(frame)
+        picture.thumbnail((THUMBNAIL_PX, THUMBNAIL_PX))
+        thumbnails.append(picture)
+    return _Decoded(SampledFrames(
+        indices=indices,
+        timestamps_s=tuple(i / fps if fps > 0 else 0.0 for i in indices),
+        total_frames=int(meta.get("total_num_frames") or len(indices)),
+        fps=fps,
+        duration_s=float(meta.get("duration") or 0.0),
+        thumbnails=tuple(thumbnails),
+    ), Image.fromarray(array[0]))
 
 
 def _procs(pids: frozenset[int]) -> list[psutil.Process]:

@@ -18,14 +18,14 @@ import json
 import logging
 import os
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from ..errors import InputError, RemoteError
 from .. import families
-from ..families import AUTO, no_geometry
+from ..families import AUTO, ItemGeometry, no_geometry
 from ..media import png_data_url
 from ..registry import ModelSpec, Sampling, base_url
 from ..settings import Settings
@@ -204,56 +204,77 @@ class RemoteEngine:
 
     # --- rendering -----------------------------------------------------------------------------
 
-    async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any]) -> RenderedPrompt:
-        """The server renders the request: its expanded ids and image ranges, as it will generate from."""
+    async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any],
+                     media_io: Mapping[str, Mapping[str, Any]] | None = None) -> RenderedPrompt:
+        """The server renders the request: its expanded ids and media ranges, as it will generate from."""
         family = self.adapter
         kwargs = dict(mm_kwargs)
-        body: dict[str, Any] = {"model": self.served_model_name, "messages": [_wire(m) for m in messages]}
+        body: dict[str, Any] = {"model": self.served_model_name, "messages": [wire_message(m) for m in messages]}
         if kwargs:
             body["mm_processor_kwargs"] = kwargs
+        if media_io:
+            body["media_io_kwargs"] = {m: dict(v) for m, v in media_io.items()}
+        videos = sum(1 for m in messages if isinstance(m.get("content"), list)
+                     for part in m["content"] if part.get("type") == "video_url")
         ids: list[int] | None = None
-        ranges: list[ItemRange] = []
+        found: dict[str, list[ItemRange]] = {}
         if self.offers_render is not False:
             out = await self._call("POST", "/v1/chat/completions/render", body, not_offered=NOT_OFFERED)
             self.offers_render = out is not None
             if out is not None:
                 ids = list(out["token_ids"])
                 features = out.get("features") or {}
-                ranges = [ItemRange(int(p["offset"]), int(p["length"]))
-                          for p in (features.get("mm_placeholders") or {}).get("image", [])]
+                found = {modality: [ItemRange(int(p["offset"]), int(p["length"])) for p in placed]
+                         for modality, placed in (features.get("mm_placeholders") or {}).items() if placed}
         if ids is None:
+            if videos:
+                raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and a video's ranges "
+                                  "cannot be read from /tokenize: start the server with --enable-scale-out")
             if not family.ranges_from_ids or family.image_token is None:
                 raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and {family.title}'s "
                                   "image ranges cannot be read from /tokenize: start the server with "
                                   "--enable-scale-out")
             ids = await self._tokenize({**body, "add_generation_prompt": True})
-            ranges = self._ranges_from_ids(ids)
+            found = {"image": self._ranges_from_ids(ids)}
         images = [part.get("image_pil") for m in messages if isinstance(m.get("content"), list)
                   for part in m["content"] if part.get("type") == "image_pil"]
-        if len(ranges) != len(images):
-            raise RemoteError(f"{self.url}: {len(images)} image(s) sent, but the server's ids hold "
-                              f"{len(ranges)} image range(s)")
+        ranges = found.get("image", [])
+        for modality, sent in (("image", len(images)), ("video", videos)):
+            if len(found.get(modality, [])) != sent:
+                raise RemoteError(f"{self.url}: {sent} {modality}(s) sent, but the server's ids hold "
+                                  f"{len(found.get(modality, []))} {modality} range(s)")
         token_id = self.image_token_id if self.image_token_id >= 0 else _most_common(ids, ranges)
-        await self._decode_segments(ids, ranges)
+        video_ranges = found.get("video", [])
+        video_token = _most_common(ids, video_ranges)
+        await self._decode_segments(ids, [*ranges, *video_ranges])
         counts = [sum(1 for t in ids[r.offset:r.offset + r.length] if t == token_id) for r in ranges]
         from_count = family.geometry_from_count
         placeholder = family.placeholder or self._special_names.get(token_id, "")
+        out_ranges = {m: tuple(r) for m, r in (("image", ranges), ("video", video_ranges)) if r}
+        geometry: dict[str, tuple[ItemGeometry, ...]] = {}
+        if ranges:
+            geometry["image"] = tuple((from_count(n, image, kwargs) if from_count and n else None) or no_geometry(image)
+                                      for n, image in zip(counts, images, strict=True))
+        if video_ranges:
+            geometry["video"] = tuple(no_geometry(None) for _ in video_ranges)
         return RenderedPrompt(
             model=self.spec.name,
             family=family.name,
             content_format=self.content_format,
             conversation=tuple(_conversation(messages, self.content_format, placeholder)),
-            prompt=self._prompt_text(ids, ranges, token_id),
+            prompt=self._prompt_text(ids, ranges, token_id, video_ranges, video_token),
             prompt_token_ids=tuple(ids),
-            ranges={"image": tuple(ranges)} if ranges else {},
-            geometry={"image": tuple((from_count(n, image, kwargs) if from_count and n else None) or no_geometry(image)
-                                     for n, image in zip(counts, images, strict=True))} if ranges else {},
-            token_ids={"image": token_id} if ranges else {},
-            placeholders={"image": placeholder} if ranges else {},
+            ranges=out_ranges,
+            geometry=geometry,
+            token_ids={m: token_id if m == "image" else video_token for m in out_ranges},
+            placeholders={m: placeholder if m == "image" else self._special_names.get(video_token, "")
+                          for m in out_ranges},
             geometry_note=None if from_count else f"no geometry adapter for {self.served_model_name}",
             mm_kwargs=kwargs,
             max_model_len=self.max_model_len,
             engine_input=body,
+            media_io_kwargs=body.get("media_io_kwargs", {}),
+            frames={"video": tuple(None for _ in video_ranges)} if video_ranges else {},
         )
 
     @property
@@ -266,15 +287,18 @@ class RemoteEngine:
         start, end = (by_text.get(m) if m else None for m in self.adapter.range_markers)
         return ranges_from_ids(ids, self.image_token_id, start, end)
 
-    def _pieces(self, ids: Sequence[int], ranges: Sequence[ItemRange]) -> list[tuple[str, Any]]:
-        """The ids as ("image", None) for each range, ("special", text) and ("text", id stretch)."""
-        starts = {r.offset: r for r in ranges}
+    def _pieces(self, ids: Sequence[int], ranges: Sequence[ItemRange],
+                video_ranges: Sequence[ItemRange] = ()) -> list[tuple[str, Any]]:
+        """The ids as ("image", None) for each range (("video", None) for each video range), ("special",
+        text) and ("text", id stretch)."""
+        starts = {r.offset: ("image", r) for r in ranges} | {r.offset: ("video", r) for r in video_ranges}
         pieces: list[tuple[str, Any]] = []
         i = 0
         while i < len(ids):
             if i in starts:
-                pieces.append(("image", None))
-                i += starts[i].length
+                kind, found = starts[i]
+                pieces.append((kind, None))
+                i += found.length
                 continue
             j = i
             while j < len(ids) and j not in starts and ids[j] not in self._special_names:
@@ -302,8 +326,10 @@ class RemoteEngine:
         while len(self._decoded) > DECODE_CACHE:
             self._decoded.popitem(last=False)
 
-    def _prompt_text(self, ids: Sequence[int], ranges: Sequence[ItemRange], token_id: int) -> str:
-        """The chat template's output before expansion: each image range back to what it expanded from."""
+    def _prompt_text(self, ids: Sequence[int], ranges: Sequence[ItemRange], token_id: int,
+                     video_ranges: Sequence[ItemRange] = (), video_token: int = -1) -> str:
+        """The chat template's output before expansion: each image range back to what it expanded from (a
+        video range back to its feature token)."""
         family = self.adapter
         if family.unexpand is not None:  # the expansion merged into the text around it: undo it on the text
             return family.unexpand("".join(value if kind == "special" else self._decoded.get(value, "")
@@ -314,8 +340,9 @@ class RemoteEngine:
         token = family.image_token or self._special_names.get(token_id, "")
         placeholder = family.placeholder or token
         stand_in = token if token and token in placeholder else placeholder
-        return "".join(stand_in if kind == "image" else value if kind == "special" else self._decoded.get(value, "")
-                       for kind, value in self._pieces(ids, ranges))
+        video = self._special_names.get(video_token, "")
+        return "".join(stand_in if kind == "image" else video if kind == "video" else value if kind == "special"
+                       else self._decoded.get(value, "") for kind, value in self._pieces(ids, ranges, video_ranges))
 
     # --- generation ----------------------------------------------------------------------------
 
@@ -392,8 +419,10 @@ def _most_common(ids: Sequence[int], ranges: Sequence[ItemRange]) -> int:
     return counts.most_common(1)[0][0] if counts else -1
 
 
-def _wire(message: dict[str, Any]) -> dict[str, Any]:
-    """One message as the OpenAI API carries it: decoded images as PNG data URLs, nothing else."""
+def wire_message(message: dict[str, Any]) -> dict[str, Any]:
+    """One message (``service.to_openai_messages``) as the OpenAI API carries it: decoded images as PNG data
+    URLs, videos as the ``video_url`` data URLs they already are (the one such conversion: the remote
+    engine, Export and the tests' servers use it)."""
     content = message.get("content")
     if not isinstance(content, list):
         return message
@@ -419,7 +448,8 @@ def _conversation(messages: Sequence[dict[str, Any]], content_format: str, place
             continue
         if content_format == "openai":
             out.append({"role": m["role"], "content": [
-                {"type": "image"} if p.get("type") in ("image_pil", "image_embeds") else p for p in content]})
+                {"type": "image"} if p.get("type") in ("image_pil", "image_embeds")
+                else {"type": "video"} if p.get("type") == "video_url" else p for p in content]})
         else:
             images = [placeholder for p in content if p.get("type") in ("image_pil", "image_embeds")]
             texts = ["\n".join(p["text"] for p in content if p.get("type") == "text")]

@@ -5,12 +5,12 @@ except the opaque ``RenderedPrompt.engine_input``). Multimodal data is keyed by 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..families import ItemGeometry
 
-__all__ = ["ItemGeometry", "ItemRange", "RenderedPrompt", "TokenDelta"]
+__all__ = ["ItemGeometry", "ItemRange", "RenderedPrompt", "SampledFrames", "TokenDelta"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,24 @@ class ItemRange:
     """Index of the first placeholder token in ``prompt_token_ids``."""
     length: int
     """Number of positions the item occupies (its feature tokens plus any markers inside)."""
+
+
+@dataclass(frozen=True)
+class SampledFrames:
+    """The frames vLLM's own video loader sampled from one video (its metadata, as the processor got it)."""
+
+    indices: tuple[int, ...]
+    """Index of each sampled frame in the file."""
+    timestamps_s: tuple[float, ...]
+    """Where each sampled frame sits in the clip, in seconds (index / the file's fps)."""
+    total_frames: int
+    """Frames in the file, as the loader counted them."""
+    fps: float
+    """The file's frame rate."""
+    duration_s: float
+    """The clip's length, in seconds."""
+    thumbnails: tuple[Any, ...] = ()
+    """The sampled frames, scaled down (Pillow images), for the contact sheet."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,11 @@ class RenderedPrompt:
     """The engine's context window."""
     engine_input: Any
     """vLLM's engine input, handed unchanged to ``Engine.stream``."""
+    media_io_kwargs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per-request media loading options per modality (``{"video": {"num_frames": 8}}``), as sent."""
+    frames: Mapping[str, tuple[SampledFrames | None, ...]] = field(default_factory=dict)
+    """Per time-based modality ("video"), one entry per item: the frames vLLM sampled (None where the
+    renderer does not say, e.g. a remote server)."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,10 @@ class ItemGeometry:
     """Rows and columns: tiles, partitions, crops or token cells; None where there is no grid."""
     thumbnail: bool | None
     """Whether a global (thumbnail) view was added to the tiles; None where there is no such view."""
+    groups: tuple[int, ...] | None = None
+    """Videos: feature tokens per group of sampled frames that became tokens together (Qwen2.5-VL: two
+    frames per temporal patch; InternVL: one frame each), where the family's rule tells; None: the
+    inspector reads the groups from the runs of the feature token in the ids."""
 
 
 def no_geometry(image: Image.Image | None) -> ItemGeometry:
@@ -99,6 +103,14 @@ class Adapter:
     """Whether image ranges can be derived from the expanded ids at all (image-token runs plus markers)."""
     geometry: GeometryFn | None = None
     """Geometry from the engine's processor output; None: the page says there is no geometry adapter."""
+    video_sampling: Literal["num_frames", "fps"] = "num_frames"
+    """How vLLM's video loader for this family picks frames: ``num_frames`` spread evenly (``fps``, where
+    given, caps them), or ``fps`` alone (vLLM 0.32's Qwen2-VL, Qwen2.5-VL and Qwen3-VL loaders port the HF
+    processors' sampling: frames = duration x fps, at least 4, ``num_frames`` ignored)."""
+    video_geometry: GeometryFn | None = None
+    """A video's geometry from the engine's processor output (``image``: its first sampled frame): the
+    per-frame processed size, the token grid of one group, and tokens per group; None: groups are read
+    from the ids."""
     geometry_from_count: CountGeometryFn | None = None
     """Geometry from the image size, kwargs and a server's token count (remote servers), or None."""
     unexpand: Callable[[str], str] | None = None

@@ -215,6 +215,15 @@ def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: An
     return ItemGeometry(found.orig_size, found.processed_size, found.grid, thumbnail)
 
 
+def video_geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
+                   mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """A video's frames: each sampled frame is one tile (resized to it, no tiling, no thumbnail), one group
+    of ``num_image_token`` tokens in a square grid (pixel shuffle 0.5 of the 14-px patches)."""
+    tile = hf_config.force_image_size or hf_config.vision_config.image_size
+    side = round(tile // hf_config.vision_config.patch_size * hf_config.downsample_ratio)
+    return ItemGeometry(image.size if image else None, (tile, tile), (side, side), None)
+
+
 def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
     """The tiling rule with the checkpoint's defaults (1-12 tiles, thumbnail), if it gives ``count``."""
     found = _tiling(image, mm_kwargs, 1, 12, TILE)
@@ -227,7 +236,7 @@ ADAPTER = Adapter(
     placeholder="<image>", range_markers=("<img>", "</img>"),
     controls=(Control("min_dynamic_patch", min=1, max=40, default=1),
               Control("max_dynamic_patch", min=1, max=40, sizes_cache=True, default=12)),
-    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 "
                    "(config.json: force_image_size 448, downsample_ratio 0.5, max_dynamic_patch 12)"),

@@ -151,6 +151,17 @@ def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: An
     return found
 
 
+def video_geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
+                   mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """A video's frames: each sampled frame is one tile (resized to it, no thumbnail), one group of tokens
+    in a square grid (pixel shuffle 0.5 of the patches)."""
+    tile = int(fields["pixel_values_videos"].shape[-1])
+    patch = hf_config.vision_config.patch_size
+    patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+    side = round(tile // patch * hf_config.downsample_ratio)
+    return ItemGeometry(image.size if image else None, (tile, tile), (side, side), None)
+
+
 def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
     """The tiling rule with the request's kwargs, if it gives the server's ``count``."""
     found = tiling(image, mm_kwargs)
@@ -163,7 +174,7 @@ ADAPTER = Adapter(
     controls=(Control("min_patches", min=1, max=MAX_PATCHES, default=1),
               Control("max_patches", min=1, max=MAX_PATCHES, sizes_cache=True, default=12),
               Control("crop_to_patches", kind="bool", sizes_cache=True, default=True)),
-    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 (GotOcr2 tiling with "
                    "InternVLProcessor's crop_to_patches=True; preprocessor_config.json: size 448, "

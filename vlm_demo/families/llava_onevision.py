@@ -104,6 +104,18 @@ def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: An
     return ItemGeometry((width, height), (best_w, best_h), (rows, cols), True)
 
 
+def video_geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
+                   mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """A video's frames: each sampled frame is resized to one tile and its patch grid pooled 2x2 (rounding up:
+    27x27 -> 14x14 = 196 tokens), one group per frame; one newline token ends the video (in the last group)."""
+    frames = int(fields["pixel_values_videos"].shape[0])
+    tile = hf_config.vision_config.image_size
+    side = math.ceil(tile // hf_config.vision_config.patch_size / 2)
+    per_frame = side * side
+    return ItemGeometry(image.size if image else None, (tile, tile), (side, side), None,
+                        groups=(per_frame,) * (frames - 1) + (per_frame + 1,))
+
+
 def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
     """The tiling the real pinpoints give this image, if it gives exactly ``count`` tokens."""
     width, height = image.size
@@ -167,6 +179,7 @@ ADAPTER = Adapter(
     placeholder="<image>",
     controls=(),
     geometry=geometry,
+    video_geometry=video_geometry,
     geometry_from_count=geometry_from_count,
     build_tiny=build,
     known_counts=(

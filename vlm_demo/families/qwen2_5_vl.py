@@ -101,6 +101,17 @@ def geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: An
     return ItemGeometry(image.size if image else None, (w * patch, h * patch), (h // merge, w // merge), None)
 
 
+def video_geometry(fields: Mapping[str, Any], image: Image.Image | None, hf_config: Any,
+                   mm_kwargs: Mapping[str, Any]) -> ItemGeometry:
+    """A video's frames from ``video_grid_thw``: each temporal patch (``temporal_patch_size`` frames, 2) is one
+    group of one token per cell of the resized frame; the Qwen-VL families share it."""
+    t, h, w = (int(v) for v in fields["video_grid_thw"].tolist())
+    patch, merge = hf_config.vision_config.patch_size, hf_config.vision_config.spatial_merge_size
+    rows, cols = h // merge, w // merge
+    return ItemGeometry(image.size if image else None, (w * patch, h * patch), (rows, cols), None,
+                        groups=(rows * cols,) * t)
+
+
 def resized(width: int, height: int, min_pixels: int, max_pixels: int, factor: int = 28) -> tuple[int, int]:
     """Qwen's ``smart_resize``: each side a multiple of ``factor``, the area within the bounds."""
     h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
@@ -133,7 +144,8 @@ ADAPTER = Adapter(
     placeholder="<|vision_start|><|image_pad|><|vision_end|>",
     controls=(Control("min_pixels", min=784, max=MAX_PIXELS, default=MIN_PIXELS),
               Control("max_pixels", min=784, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
-    geometry=geometry, geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, 28), build_tiny=build,
+    geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, 28),
+    build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "
                    "(preprocessor_config.json: patch 14, merge 2, min_pixels 3136, max_pixels 12845056)"),
