@@ -188,3 +188,62 @@ async def test_two_videos_in_one_message_are_refused(clip, registry, engines, se
     request = ChatRequest(model="tiny-qwen2.5-vl", turns=(Turn("user", "?", {"video": (clip, clip)}),))
     events = [e async for e in service.chat(request)]
     assert isinstance(events[0], Failed) and "2 videos in one message; tiny-qwen2.5-vl takes at most 1" in events[0].message
+
+
+async def test_qwen_frames_have_their_own_pixel_bounds(clip, registry, engines, settings):
+    """``videos_kwargs.max_pixels`` (a control scoped to video) resizes each frame and leaves the image alone;
+    it reaches vLLM as ``{"videos_kwargs": {"max_pixels": ...}}``, in the render and in Export."""
+    service = ChatService(registry, engines, settings)
+    model = "tiny-qwen2.5-vl"
+    turns = (Turn("user", "Compare.", {"image": (make_image(640, 480),), "video": (clip,)}),)
+    counts = []
+    for kwargs in ({}, {"videos_kwargs.max_pixels": 12544}):
+        request = ChatRequest(model=model, turns=turns, mm_kwargs=kwargs)
+        inspection = await service.inspect(request, start_engine=False)
+        counts.append((inspection.items["image"][0].count, inspection.items["video"][0].count))
+    (image_a, video_a), (image_b, video_b) = counts
+    assert image_a == image_b and video_b < video_a, counts
+    assert inspection.items["video"][0].processed_size[0] * inspection.items["video"][0].processed_size[1] <= 12544
+    body = chat_completions_body(request, registry.get(model))
+    assert body["mm_processor_kwargs"] == {"max_pixels": 401408, "videos_kwargs": {"max_pixels": 12544}}
+
+
+def test_cli_inspects_a_video():
+    """``inspect --video --num-frames --json`` prints the ``videos`` list; a video to a model without video is
+    one line on stderr, exit 1, no traceback."""
+    import subprocess
+    import sys
+
+    root = CLIP.parent.parent
+    out = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", "tiny-internvl2.5", "--video",
+                          str(CLIP), "--num-frames", "4", "--text", "Where does the square go?", "--json"],
+                         cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    data = json.loads(out.stdout)
+    (video,) = data["videos"]
+    assert video["num_frames"] == 4 and len(video["timestamps_s"]) == 4 and video["count"] == 4 * 256
+    assert data["num_video_tokens"] == video["length"] and data["images"] == []
+    refused = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", "tiny-llava-1.5", "--video",
+                              str(CLIP), "--text", "?"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines()[-1].endswith("tiny-llava-1.5 does not take video (it takes: image); "
+                                                            "pick a model that does")
+
+
+async def test_a_family_without_an_adapter_shows_video_counts_and_ranges(clip, registry, engines, settings):
+    """The generic path (no adapter: the tiny Qwen2.5-VL directory under ``family: generic``): the video's
+    feature token, count, range and sampled frames come from vLLM; its groups are the ids' runs."""
+    from vlm_demo.tiny_models import tiny_model_dir
+
+    tiny = registry.get("tiny-qwen2.5-vl")
+    directory = tiny_model_dir("qwen2_5_vl", settings.cache_dir / "tiny-models")
+    spec = dataclasses.replace(tiny, name="generic-video", tiny=False, path=str(directory), family="generic",
+                               controls=())
+    service = ChatService(registry.with_model(spec), engines, settings)
+    request = ChatRequest(model=spec.name, turns=(Turn("user", "Where?", {"video": (clip,)}),),
+                          media_io={"video": {"num_frames": 6}})
+    inspection = await service.inspect(request, start_engine=False)
+    (video,) = inspection.items["video"]
+    assert inspection.family == "generic" and video.placeholder == "<|vision_start|><|video_pad|><|vision_end|>"
+    assert video.count == video.length > 0 and video.groups == (video.count,)  # one run of <|video_pad|>
+    assert video.num_frames == 8  # vLLM's Qwen loader samples by rate (2 fps x 4 s), whatever num_frames says

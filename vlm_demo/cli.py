@@ -140,6 +140,9 @@ def _request(args: argparse.Namespace, settings: Settings):
         raise InputError(f"--mm-kwargs is not JSON: {exc}") from None
     if not isinstance(mm_kwargs, dict):
         raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
+    from .registry import flat_kwargs
+
+    mm_kwargs = flat_kwargs(mm_kwargs)
     from .fetch import is_url, load_image_url, load_video_url
 
     images = (*(asyncio.run(load_image_url(p, settings)) if is_url(p) else load_image(Path(p), settings)

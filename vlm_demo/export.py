@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 from .engine.remote import wire_message
-from .registry import ModelSpec
+from .registry import ModelSpec, processor_kwargs
 from .service import ChatRequest, sent_media_io, to_openai_messages
 from .settings import Settings
 
@@ -37,7 +37,7 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
         body["seed"] = sampling.seed
     if sampling.regex is not None:  # vLLM's own request field (structured outputs)
         body["structured_outputs"] = {"regex": sampling.regex}
-    mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
+    mm_kwargs = processor_kwargs({**spec.default_mm_kwargs(), **request.mm_kwargs})
     if mm_kwargs:
         body["mm_processor_kwargs"] = mm_kwargs
     if media_io := sent_media_io(request, spec, settings or Settings()):

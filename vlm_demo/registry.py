@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 from dataclasses import dataclass as std_dataclass
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator, model_validator
@@ -261,6 +262,36 @@ class ModelSpec:
     def mm_control(self, kwarg: str) -> ControlSetting | None:
         """The entry's control for ``kwarg``, if it has one."""
         return next((c for c in self.controls if c.kwarg == kwarg), None)
+
+
+SCOPES = ("images_kwargs", "videos_kwargs")
+"""Per-modality scopes of processor kwargs: ``videos_kwargs.max_pixels`` is ``max_pixels`` for videos alone
+(vLLM hands ``{"videos_kwargs": {...}}`` to the HF processor's video part, and keys its cache by it); a kwarg
+without a scope applies to every modality the processor takes (Qwen's ``max_pixels``: images and frames)."""
+
+
+def processor_kwargs(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """Control values as vLLM's ``mm_processor_kwargs``: scoped names nested (``{"videos_kwargs.max_pixels":
+    1}`` -> ``{"videos_kwargs": {"max_pixels": 1}}``), the rest as they are."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        scope, dot, name = key.partition(".")
+        if dot and scope in SCOPES:
+            out.setdefault(scope, {})[name] = value
+        else:
+            out[key] = value
+    return out
+
+
+def flat_kwargs(nested: Mapping[str, Any]) -> dict[str, Any]:
+    """``processor_kwargs`` undone: what the controls call each value (``--mm-kwargs`` may give either form)."""
+    out: dict[str, Any] = {}
+    for key, value in nested.items():
+        if key in SCOPES and isinstance(value, Mapping):
+            out.update({f"{key}.{name}": v for name, v in value.items()})
+        else:
+            out[key] = value
+    return out
 
 
 def check_controls(controls: tuple[ControlSetting, ...], adapter: Adapter) -> None:

@@ -20,7 +20,7 @@ from .engine import EngineManager, RenderedPrompt, Renderer
 from .inspector import Inspection, inspect
 from .media import ImageEmbeds, Video
 from .errors import InputError, VlmDemoError
-from .registry import ModelSpec, Registry, Sampling
+from .registry import ModelSpec, Registry, Sampling, processor_kwargs
 from .settings import VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
 
 
@@ -281,7 +281,8 @@ class ChatService:
         if engine.adapter.name == "generic" and known is not None:  # an adapter's controls are checked already
             for key in mm_kwargs.keys() - known:
                 raise InputError(f"{spec.name}'s processor takes no per-request setting {key!r}")
-        rendered = await engine.render(to_openai_messages(request), mm_kwargs, sent_media_io(request, spec, self.settings))
+        rendered = await engine.render(to_openai_messages(request), processor_kwargs(mm_kwargs),
+                                       sent_media_io(request, spec, self.settings))
         if len(rendered.prompt_token_ids) >= engine.max_model_len:
             raise InputError(
                 f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {spec.name} holds "

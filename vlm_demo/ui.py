@@ -288,8 +288,8 @@ class Controls:
     @classmethod
     def create(cls, registry: Any, settings: Settings, model: str, elem_prefix: str | None = None) -> Controls:
         made = cls(registry, settings, control_names(registry), [])
-        made.components = [made.component(model, k, elem_id=f"{elem_prefix}-{k}" if elem_prefix else None)
-                           for k in made.kwargs]
+        made.components = [made.component(model, k, elem_id=f"{elem_prefix}-{k.replace('.', '-')}" if elem_prefix
+                                          else None) for k in made.kwargs]
         return made
 
     def video_component(self, model: str, name: str, **extra: Any) -> Any:

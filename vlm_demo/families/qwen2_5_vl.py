@@ -49,6 +49,9 @@ SPECIAL_TOKENS = QWEN2_SPECIAL_TOKENS
 
 #: The checkpoint's preprocessor_config.json bounds on the resized area.
 MIN_PIXELS, MAX_PIXELS = 3136, 12845056
+#: Its video processor's bounds on each frame's area (transformers' ``Qwen2VLVideoProcessor``: 128 and 768
+#: tokens of 28x28 px, as qwen-vl-utils' VIDEO_MIN_PIXELS / VIDEO_MAX_PIXELS).
+VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS = 128 * 28 * 28, 768 * 28 * 28
 
 
 def build(out: Path) -> None:
@@ -143,7 +146,10 @@ ADAPTER = Adapter(
     name="qwen2_5_vl", title="Qwen2.5-VL", model_types=("qwen2_5_vl",), image_token="<|image_pad|>",
     placeholder="<|vision_start|><|image_pad|><|vision_end|>",
     controls=(Control("min_pixels", min=784, max=MAX_PIXELS, default=MIN_PIXELS),
-              Control("max_pixels", min=784, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
+              Control("max_pixels", min=784, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS),
+              # per video frame only (the unscoped pair above applies to images and frames alike)
+              Control("videos_kwargs.min_pixels", min=784, max=MAX_PIXELS, default=VIDEO_MIN_PIXELS),
+              Control("videos_kwargs.max_pixels", min=784, max=MAX_PIXELS, default=VIDEO_MAX_PIXELS)),
     geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, 28),
     build_tiny=build,
     known_counts=(
