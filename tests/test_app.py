@@ -852,3 +852,18 @@ def test_a_video_in_a_real_browser(app):
         page.screenshot(path=str(ARTIFACTS / "browser-video.png"), full_page=True)
         assert second == expected[moved_to] and second < first, (moved_to, first, second)
         assert page.locator("#overlays img").count() >= 1  # the contact sheet
+
+
+def test_bad_videos_through_the_api(app, tmp_path):
+    """An image renamed .mp4, and two clips in one message: one-line errors, and the page goes on working."""
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    fake = tmp_path / "clip.mp4"
+    fake.write_bytes((ROOT / "assets" / "shape-a.png").read_bytes())
+    for files, error in (([fake], r"clip\.mp4: not a video \(a PNG image\)"),
+                         ([CLIP, CLIP], "2 videos in one message; the limit is 1")):
+        with pytest.raises(AppError, match=error):
+            client.predict(*api_inputs(registry, "inspect", MODEL, message("?", *files)), api_name="/inspect")
+    out = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL, message("?", CLIP)),
+                                                  api_name="/inspect"))
+    assert out["table"]["data"][0][0] == "video 1"

@@ -166,7 +166,9 @@ class Renderer:
         try:
             conversation, dict_prompt = await renderer.render_messages_async(messages, chat_params(kwargs, media_io))
             _unwrap_plain_embeds(dict_prompt)
-            frames = {"video": tuple(_sampled(v) for v in dict_prompt.get("multi_modal_data", {}).get("video") or ())}
+            videos = dict_prompt.get("multi_modal_data", {}).get("video") or ()
+            # small copies of the sampled frames, made off the event loop (64 4K frames take a while)
+            frames = {"video": await asyncio.to_thread(lambda: tuple(_sampled(v) for v in videos)) if videos else ()}
             prompt_text = dict_prompt.get("prompt", "")
             # As the OpenAI server's chat request builds them: no special tokens beyond the template's
             # (vLLM's own default for multimodal models adds them, and Gemma 3 then starts with two
