@@ -150,7 +150,7 @@ async def test_a_directory_keeps_its_checkpoints_own_settings(registry, engines,
 
     directory = tiny_model_dir("qwen2_5_vl", settings.cache_dir / "tiny-models")
     spec = registry.spec_for_directory(directory)
-    assert [c.kwarg for c in spec.controls] == ["min_pixels", "max_pixels"]
+    assert [c.kwarg for c in spec.controls] == ["min_pixels", "max_pixels", "videos_kwargs.max_pixels"]
     assert spec.default_mm_kwargs() == {} and spec.startup_mm_kwargs() == {}
     assert spec.initial("max_pixels") == 1003520  # the slider starts at the checkpoint's value, clamped to its range
     own = await render(engines.start_renderer(spec), [make_image(1600, 400)])

@@ -445,7 +445,7 @@ def test_spec_for_endpoint(registry: Registry):
     other = registry.spec_for_endpoint("http://127.0.0.1:8000", "my-model", family="internvl")
     assert other.family == "internvl" and other.controls == registry.get("internvl2.5-1b-mpo").controls
     borrowed = registry.spec_for_endpoint("http://127.0.0.1:8000", "my-model", family="qwen2_5_vl")
-    assert [c.kwarg for c in borrowed.controls] == ["min_pixels", "max_pixels"]
+    assert [c.kwarg for c in borrowed.controls] == ["min_pixels", "max_pixels", "videos_kwargs.max_pixels"]
     assert borrowed.default_mm_kwargs() == {}  # the entry's max_pixels default is not sent to another model
     with pytest.raises(RegistryError, match="endpoint must be an http"):
         registry.spec_for_endpoint("gpu-box:8000", "my-model", family="llava")
