@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import html
+import io
 import json
 import os
 import re
@@ -867,3 +868,40 @@ def test_bad_videos_through_the_api(app, tmp_path):
     out = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL, message("?", CLIP)),
                                                   api_name="/inspect"))
     assert out["table"]["data"][0][0] == "video 1"
+
+
+def test_detect_draws_the_box_in_a_real_browser(app, picture):
+    """Chromium, Detect mode on the tiny Qwen2.5-VL: the answer, held to the family's JSON grammar by vLLM's
+    structured outputs, streams a box; the page draws it on the uploaded picture where the answer says, mapped
+    from the processed image's pixels (the engine's renderer gives that size) to the picture's own."""
+    from PIL import Image
+
+    from vlm_demo.families.grounding import QWEN2_5_VL
+    from vlm_demo.grounding import COLOURS, place
+    from vlm_demo.service import ChatRequest, Turn
+
+    url, engines, registry = app
+    own = ChatService(registry, EngineManager(app.service.settings), app.service.settings)
+    request = ChatRequest(model=MODEL, turns=(Turn("user", "?", {"image": (Image.open(picture).convert("RGB"),)}),))
+    (image,) = asyncio.run(own.inspect(request, start_engine=False)).items["image"]
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1600, "height": 1100})
+        page.goto(url)
+        page.locator("#detect textarea").fill("the yellow band")
+        page.locator("#question input[type=file]").set_input_files(str(picture))
+        page.locator("#question textarea").fill("Find it.")
+        page.wait_for_timeout(500)
+        page.locator("#question textarea").press("Enter")
+        page.wait_for_function("document.querySelector('#stats').innerText.includes('tokens/s')", timeout=120_000)
+        page.locator("#chat .bot img").last.wait_for(timeout=30_000)
+        answer = page.locator("#chat .bot").filter(has_text="bbox_2d").last.inner_text()
+        src = page.locator("#chat .bot img").last.get_attribute("src")
+        page.screenshot(path=str(ARTIFACTS / "browser-detect.png"), full_page=True)
+    placed = place(QWEN2_5_VL.parse(answer), QWEN2_5_VL, image.orig_size, image.processed_size)
+    assert placed, answer
+    drawn = Image.open(io.BytesIO(httpx.get(src if src.startswith("http") else url.rstrip("/") + src).content))
+    drawn = drawn.convert("RGB")
+    assert drawn.size == image.orig_size
+    x1, y1, x2, y2 = placed[0].box
+    edge = (round(x1) + 1, round((y1 + y2) / 2))  # on the box's left edge, halfway down
+    assert drawn.getpixel(edge) == COLOURS[0], (edge, placed[0], answer)

@@ -238,6 +238,51 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
+    """Boxes and points of an answer in the image's own pixels: ``--answer`` reads a given answer against the
+    image as the model's processor sees it (no generation); ``--text`` asks the model in Detect mode."""
+    from .grounding import place, to_json
+    from .service import Done, Failed, Rendered, detect_request, grounding_of
+
+    if (args.text is None) == (args.answer is None):
+        raise InputError("give --text (what to find) or --answer (an answer to read), one of them")
+    if len(args.image or []) != 1:
+        raise InputError("ground takes exactly one --image")
+    args.text = args.text if args.text is not None else ""
+    registry, request = _request(args, settings)
+    spec = registry.get(request.model)
+    grounding = grounding_of(spec)
+    out = _stdout_to_stderr() if args.json else sys.stdout
+
+    async def run(service):
+        if args.answer is not None:
+            return await service.inspect(request, start_engine=False), args.answer
+        inspection = None
+        async for event in service.chat(detect_request(request, spec, args.text)):
+            if isinstance(event, Failed):
+                raise InputError(event.message)
+            if isinstance(event, Rendered):
+                inspection = event.inspection
+            if isinstance(event, Done):
+                return inspection, event.answer
+        raise InputError("the answer did not finish")
+
+    inspection, answer = asyncio.run(_with_service(registry, settings, run))
+    image = inspection.items["image"][-1]  # boxes refer to the last image
+    placed = place(grounding.parse(answer), grounding, image.orig_size, image.processed_size)
+    if args.json:
+        out.write(json.dumps(to_json(spec.name, grounding, image.orig_size, image.processed_size, placed)) + "\n")
+        out.flush()
+        return 0
+    size = f"{image.orig_size[0]}x{image.orig_size[1]}"
+    processed = f" (processed {image.processed_size[0]}x{image.processed_size[1]})" if image.processed_size else ""
+    print(f"format: {grounding.name} · image {size}{processed}\nanswer: {answer}")
+    for item in placed:
+        where = " ".join(f"{v:.1f}" for v in (item.box or item.point or ()))
+        print(f"{'box' if item.box else 'point'} {item.label!r}: {where}")
+    return 0
+
+
 def chat_text(delta, shown: int) -> str:
     """What ``chat`` prints for one ``Delta``, ``shown`` reasoning characters having been printed: new
     reasoning after a "[reasoning]" line, and answer text, after an "[answer]" line where reasoning came first."""
@@ -293,6 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_request_args(chat)
     chat.add_argument("--max-tokens", type=int, help="most tokens to generate")
     chat.set_defaults(func=cmd_chat)
+    ground = sub.add_parser("ground", help="boxes and points of an answer, in the image's pixels (--answer: "
+                            "read a given answer; --text: ask the model in Detect mode)")
+    _add_request_args(ground)
+    for action in ground._actions:
+        if action.dest == "text":
+            action.required, action.help = False, "what to find (Detect mode: the model answers in its box format)"
+    ground.add_argument("--answer", help="an answer to read (from this app or anywhere else); nothing is generated")
+    ground.add_argument("--max-tokens", type=int, help="most tokens to generate (with --text)")
+    ground.set_defaults(func=cmd_ground)
     return parser
 
 
@@ -305,7 +359,7 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("inspect", "chat"):
+    if args.command in ("inspect", "chat", "ground"):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # before vLLM is imported
     logging.basicConfig(level=logging.WARNING if args.command != "serve" else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")

@@ -54,6 +54,9 @@ class Exchange:
     """Why a failed answer failed."""
     stats: Stats | None = None
     """The answer's figures, once it ended by itself."""
+    figure: str | None = None
+    """The answer's boxes and points drawn on the picture they refer to (a PNG file), where the model's family
+    has a box format and the answer holds some."""
 
     @property
     def sent_back(self) -> bool:
@@ -126,4 +129,6 @@ def chat_messages(conversation: Conversation) -> list[dict[str, Any]]:
             text = f"{text}\n\n*{mark}*" if text else f"*{mark}*"
         if text or not exchange.reasoning:
             messages.append({"role": "assistant", "content": text})
+        if exchange.figure:
+            messages.append({"role": "assistant", "content": {"path": exchange.figure}})
     return messages

@@ -7,6 +7,7 @@ import json
 import shlex
 from typing import Any
 
+from . import families
 from .engine.remote import wire_message
 from .registry import ModelSpec, processor_kwargs
 from .service import ChatRequest, sent_media_io, to_openai_messages
@@ -37,6 +38,9 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
         body["seed"] = sampling.seed
     if sampling.regex is not None:  # vLLM's own request field (structured outputs)
         body["structured_outputs"] = {"regex": sampling.regex}
+    grounding = families.get(spec.family).grounding if spec.family != families.AUTO else None
+    if grounding and grounding.tags:  # the format's tags are special tokens: keep them in the answer
+        body["skip_special_tokens"] = False
     mm_kwargs = processor_kwargs({**spec.default_mm_kwargs(), **request.mm_kwargs})
     if mm_kwargs:
         body["mm_processor_kwargs"] = mm_kwargs
@@ -103,7 +107,8 @@ def curl_command(spec: ModelSpec) -> str:
 
 def python_snippet(body: dict[str, Any], spec: ModelSpec) -> str:
     """An ``openai`` client snippet that sends the exported JSON (saved as request.json) to the model's server."""
-    extras = [key for key in ("mm_processor_kwargs", "media_io_kwargs") if key in body]
+    extras = [key for key in ("mm_processor_kwargs", "media_io_kwargs", "structured_outputs", "skip_special_tokens")
+              if key in body]
     extra = ("\n    extra_body={" + ", ".join(f'"{key}": body["{key}"]' for key in extras) + "}," if extras else "")
     seed = "\n    seed=body[\"seed\"]," if "seed" in body else ""
     imports = "import json\nimport os\n" if spec.api_key_env else "import json\n"

@@ -20,6 +20,7 @@ from .engine import EngineManager, RenderedPrompt, Renderer
 from .inspector import Inspection, inspect
 from .media import ImageEmbeds, Video
 from .errors import InputError, VlmDemoError
+from .families.grounding import Grounding
 from .registry import ModelSpec, Registry, Sampling, processor_kwargs
 from .settings import VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
 
@@ -58,6 +59,9 @@ class ChatRequest:
     media_io: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per-request media loading options per modality, vLLM's ``media_io_kwargs``: ``{"video": {"num_frames":
     8, "fps": 2}}`` (how many frames vLLM's loader samples from each video); empty: vLLM's defaults."""
+    detect: str = ""
+    """Detect mode's "what to find" ("": off; ``detect_request`` sets it): the answer is held to the family's box
+    grammar, every coordinate inside the picture as the engine's processor made it (known once rendered)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class Rendered:
     """Prompt text, expanded token ids and image ranges, exactly as the engine gets them."""
     inspection: Inspection
     """The inspector's view of ``rendered``."""
+    sampling: Sampling | None = None
+    """The sampling the engine gets (``max_tokens`` cut to the room left, Detect mode's grammar)."""
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,40 @@ def check_sampled_frames(request: ChatRequest, spec: ModelSpec, settings: Settin
                                  f"the limit is {settings.max_video_frames} (lower fps)")
 
 
+def grounding_of(spec: ModelSpec) -> Grounding:
+    """The entry's grounding format; ``InputError`` naming the families that have one where it has none."""
+    found = families.get(spec.family).grounding if spec.family != families.AUTO else None
+    if found is None:
+        having = ", ".join(a.title for a in families.ADAPTERS.values() if a.grounding)
+        raise InputError(f"{spec.name} has no box format the app reads (families with one: {having})")
+    return found
+
+
+def detect_request(request: ChatRequest, spec: ModelSpec, what: str) -> ChatRequest:
+    """Detect mode: the last user turn asks the family's own question for ``what`` (its images kept), and the
+    answer is held to the family's box grammar (vLLM's structured outputs), so it always parses."""
+    grounding = grounding_of(spec)
+    what = what.strip()
+    if not what:
+        raise InputError("say what to detect")
+    *before, last = request.turns
+    if not last.count("image") and not any(t.count("image") for t in before):
+        raise InputError("Detect needs an image")
+    return replace(request, turns=(*before, replace(last, text=grounding.detect_prompt(what))), detect=what)
+
+
+def detect_sampling(sampling: Sampling, spec: ModelSpec, what: str, inspection: Inspection) -> Sampling:
+    """``sampling`` held to the family's box grammar for ``what``, every coordinate inside the conversation's
+    last image as the format counts it (for Qwen2.5-VL the processed size the engine's processor made)."""
+    grounding = grounding_of(spec)
+    images = inspection.items.get("image", ())
+    bounds = grounding.bounds(images[-1].processed_size if images else None)
+    if bounds is None:
+        raise InputError(f"{spec.name}'s processor gave no processed size for the picture; Detect cannot bound "
+                         "the boxes")
+    return replace(sampling, regex=grounding.detect_regex(what, bounds))
+
+
 def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -219,6 +259,8 @@ class ChatService:
             raise InputError("the conversation must end with a user message")
         if not request.turns[-1].text.strip() and not request.turns[-1].media:
             raise InputError("type a question or add an image")
+        if request.detect:
+            grounding_of(spec)  # the family has a box format
         if len(request.turns) > self.settings.max_turns:
             raise InputError(f"the conversation has {len(request.turns)} messages; the limit is "
                              f"{self.settings.max_turns} (clear the chat to go on)")
@@ -269,9 +311,11 @@ class ChatService:
     async def _render(self, spec: ModelSpec, engine: Renderer, request: ChatRequest) -> RenderedPrompt:
         # What people typed; the model's own earlier answers may hold token text it generated (a tokenizer's
         # non-special added tokens, e.g. Qwen2.5's <|repo_name|>, survive decoding), and go back as they are.
+        # The family's grounding tags are how a person asks where something is (InternVL's "<ref>cat</ref>").
         texts = [request.system, *(t.text for t in request.turns if t.role == "user")]
+        grounding_tags = engine.adapter.grounding.tags if engine.adapter.grounding else ()
         for token in (*engine.special_tokens, *engine.placeholders.values()):
-            if any(token in text for text in texts):
+            if token not in grounding_tags and any(token in text for text in texts):
                 raise InputError(
                     f"the text contains {token!r}, a special token or image placeholder of {spec.name}; "
                     "images go in as "
@@ -300,13 +344,17 @@ class ChatService:
             room = engine.max_model_len - len(rendered.prompt_token_ids)
             if sampling.max_tokens > room:
                 sampling = replace(sampling, max_tokens=room)
+            inspection = None
+            if request.detect:  # the grammar's bounds come from the render
+                inspection = self._inspect(engine, rendered)
+                sampling = detect_sampling(sampling, spec, request.detect, inspection)
             # The request goes to the engine first; the inspection and the consumer's handling of
             # ``Rendered`` (the UI draws its panels) then overlap the prefill instead of delaying it.
             stream = engine.stream(rendered, sampling)
             first = asyncio.ensure_future(anext(stream, None))
             await asyncio.sleep(0)  # the request task takes its first step (input processing) before the inspection
             try:
-                yield Rendered(rendered, self._inspect(engine, rendered))
+                yield Rendered(rendered, inspection or self._inspect(engine, rendered), sampling)
                 answer, n, t_first, finish = "", 0, 0.0, None
                 cached = 0  # prompt tokens from the prefix cache, as the engine reports them
                 reasoning, n_reasoning = "", 0

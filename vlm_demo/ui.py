@@ -32,10 +32,15 @@ from .media import (VIDEO_SUFFIXES, ImageEmbeds, Recent, Video, image_digest, is
                     load_image_embeds, load_video)
 from .registry import Sampling
 from .settings import ENCODED_IMAGES_KEPT, VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
-from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn, video_sampling
+from .families.grounding import Grounding
+from .grounding import draw as draw_boxes
+from .grounding import place
+from .grounding import rows as box_rows
+from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn, detect_request, video_sampling
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 OVERLAYS = Path(tempfile.gettempdir()) / "vlm-demo-overlays"  # the expansion panel's pictures, named by content
+BOX_HEADERS = ["label", "x1", "y1", "x2", "y2"]
 TABLE_HEADERS = ["item", "placeholder", "token id", "count", "range", "size", "processed", "grid", "thumbnail",
                  "frames"]
 CSS = """
@@ -152,6 +157,44 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
             "table": image_table(inspection), "gallery": gallery, "budget": budget_html(inspection)}
 
 
+@dataclasses.dataclass
+class Boxes:
+    """The boxes and points of one streaming answer, drawn on the picture they refer to (the conversation's last
+    image), in its own pixels with the geometry the engine's processor reported."""
+
+    grounding: Grounding
+    image: Image.Image
+    expansion: Expansion
+    drawn: tuple[tuple[Any, ...], str | None] = ((), None)
+    """The last items placed and their picture (drawn again only when they change)."""
+
+    @classmethod
+    def of(cls, spec: Any, request: ChatRequest, inspection: Inspection) -> Boxes | None:
+        """The answer's boxes where the family has a format and the conversation an image, else None."""
+        grounding = families.get(spec.family).grounding if spec.family != families.AUTO else None
+        images = [im for t in request.turns for im in t.media.get("image", ())]
+        expansions = inspection.items.get("image", ())
+        if grounding is None or not images or not expansions or not isinstance(images[-1], Image.Image):
+            return None
+        return cls(grounding, images[-1], expansions[-1])
+
+    def update(self, answer: str) -> tuple[str | None, list[list[Any]]]:
+        """The picture (a PNG file, None without items) and the table rows for the answer so far."""
+        placed = place(self.grounding.parse(answer), self.grounding, self.image.size, self.expansion.processed_size)
+        if placed != self.drawn[0]:
+            self.drawn = (placed, image_file(draw_boxes(self.image, placed), OVERLAYS) if placed else None)
+        return self.drawn[1], box_rows(placed)
+
+
+async def _with_boxes(boxes: Boxes | None, conversation: Conversation,
+                      shown: dict[str, Any]) -> tuple[Conversation, dict[str, Any]]:
+    """The conversation and panel values with the answer's boxes (drawn in a worker thread)."""
+    if boxes is None or not conversation.exchanges:
+        return conversation, shown
+    figure, table = await asyncio.to_thread(boxes.update, conversation.exchanges[-1].answer)
+    return conversation.with_last(figure=figure), shown | {"boxes": table}
+
+
 def _nth_frames(inspection: Inspection, index: int) -> tuple[Any, ...]:
     found = inspection.frames.get("video", ())
     return found[index] if index < len(found) else ()
@@ -183,14 +226,14 @@ def stats_of(done: Done) -> Stats:
 PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
 """The prompt and expansion panels."""
 CHAT_OUTPUTS = (*PANEL_OUTPUTS, "chat", "stats", "stats_data", "box", "engine_state",
-                "export_json", "export_curl", "export_py")
+                "export_json", "export_curl", "export_py", "boxes")
 """What ``/chat`` and ``/retry`` return, in this order (read them by name with ``named_outputs``)."""
 INSPECT_OUTPUTS = (*PANEL_OUTPUTS, "engine_state", "stats")
 """What ``/inspect`` returns, in this order."""
 COMPARE_OUTPUTS = ("compare_a", "compare_a_gallery", "compare_b", "compare_b_gallery")
 """What ``/compare`` returns, in this order."""
 API_OUTPUTS = {"chat": CHAT_OUTPUTS, "retry": CHAT_OUTPUTS, "inspect": INSPECT_OUTPUTS,
-               "compare": COMPARE_OUTPUTS, "undo": ("chat",), "clear": ("chat", *PANEL_OUTPUTS, "stats")}
+               "compare": COMPARE_OUTPUTS, "undo": ("chat",), "clear": ("chat", *PANEL_OUTPUTS, "stats", "boxes")}
 """Each API endpoint's outputs by name."""
 
 
@@ -224,11 +267,11 @@ def typed_input(component: Any, kind: str) -> Any:
 def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any] | None = None, *,
                system: str = "", temperature: float | None = None, top_p: float | None = None,
                max_tokens: int | None = None, seed: int = -1, urls: str = "", controls: dict[str, Any] | None = None,
-               model_b: str | None = None, controls_b: dict[str, Any] | None = None) -> list[Any]:
+               model_b: str | None = None, controls_b: dict[str, Any] | None = None, detect: str = "") -> list[Any]:
     """The inputs of one of the page's API endpoints, by name, in the order ``gradio_client`` sends them.
     ``controls``: image settings by kwarg, and ``num_frames`` / ``fps`` for videos (the model's initial values
     otherwise); sampling defaults are the
-    model's own. ``model_b``/``controls_b``: Compare's side B."""
+    model's own. ``model_b``/``controls_b``: Compare's side B. ``detect``: what Detect mode finds ("": off)."""
     kwargs = control_names(registry)
 
     def control_values(name: str, chosen: dict[str, Any] | None) -> list[Any]:
@@ -242,9 +285,9 @@ def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any]
     message = message or {"text": "", "files": []}
     name = api_name.strip("/")
     if name == "chat":
-        return [message, model, system, *sampling, *control_values(model, controls), urls]
+        return [message, model, system, *sampling, *control_values(model, controls), urls, detect]
     if name == "retry":
-        return [model, system, *sampling, *control_values(model, controls)]
+        return [model, system, *sampling, *control_values(model, controls), detect]
     if name == "inspect":
         return [message, model, system, *control_values(model, controls), urls]
     if name == "compare":
@@ -260,6 +303,11 @@ VIDEO_OPTIONS = ("num_frames", "fps")
 def control_names(registry: Any) -> tuple[str, ...]:
     """The names of a picker's controls, in order: every model's processor kwargs, then ``VIDEO_OPTIONS``."""
     return (*sorted({c.kwarg for spec in registry.models for c in spec.controls}), *VIDEO_OPTIONS)
+
+
+def has_grounding(spec: Any) -> bool:
+    """Whether the entry's family has a box format the app reads (Detect mode is offered)."""
+    return spec.family != families.AUTO and families.get(spec.family).grounding is not None
 
 
 def takes_video(spec: Any) -> bool:
@@ -395,6 +443,8 @@ class Page:
     urls: Any
     stats: Any
     stats_data: Any
+    detect: Any
+    boxes: Any
     stop_btn: Any
     retry_btn: Any
     undo_btn: Any
@@ -447,6 +497,9 @@ def layout(service: ChatService, default_model: str) -> Page:
                 parts["max_tokens"] = gr.Slider(1, 2048, value=spec.sampling.max_tokens, step=1, label="max_tokens",
                                                 elem_id="max-tokens")
                 parts["seed"] = gr.Number(value=-1, precision=0, label="seed (-1: random)", elem_id="seed")
+            parts["detect"] = gr.Textbox(label="Detect: what to find (the answer is held to the model's own box format)",
+                                         placeholder="e.g. the red square", lines=1, elem_id="detect",
+                                         visible=has_grounding(spec))
             parts["inspect_btn"] = gr.Button("Inspect only", elem_id="inspect")
         with gr.Column(scale=2, min_width=320, elem_id="prompt-panel"):
             gr.Markdown("### 1 · Rendered prompt")
@@ -468,6 +521,8 @@ def layout(service: ChatService, default_model: str) -> Page:
                                        visible=settings.url_fetch, lines=1, elem_id="image-urls")
             parts["stats"] = gr.Markdown(elem_id="stats")
             parts["stats_data"] = gr.JSON(visible=False, elem_id="stats-data")
+            parts["boxes"] = gr.Dataframe(headers=BOX_HEADERS, label="Boxes and points (pixels of the picture)",
+                                          elem_id="boxes", interactive=False)
             with gr.Row():
                 parts["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="stop")
                 parts["retry_btn"] = gr.Button("Retry", elem_id="retry")
@@ -610,6 +665,7 @@ class Handlers:
         page = self.page
         shown: dict[str, Any] = {}
         last = 0.0
+        boxes: Boxes | None = None
         async with contextlib.aclosing(self.service.chat(request)) as events:
             async for event in events:
                 if live.stopped:  # Stop reached this stream before Gradio's cancellation did: end it, marked
@@ -625,8 +681,10 @@ class Handlers:
                                                  "stats_data": stats_data(None, "failed")}) | {page.state: live.shown(conversation)}
                     raise gr.Error(event.message)
                 if isinstance(event, Rendered):
-                    shown = await asyncio.to_thread(self.rendered_view, request, event.inspection)
-                    shown |= {"stats": "generating…", "stats_data": stats_data(None, "streaming")}
+                    sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine got it
+                    shown = await asyncio.to_thread(self.rendered_view, sent, event.inspection)
+                    shown |= {"stats": "generating…", "stats_data": stats_data(None, "streaming"), "boxes": []}
+                    boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
                     first = page.values(**shown, chat=chat_messages(conversation)) | {page.state: live.shown(conversation)}
                     yield first | ({page.box: None} if clear_box else {})  # None clears the box (a value, not a costly update)
                 elif isinstance(event, Delta):
@@ -634,11 +692,13 @@ class Handlers:
                     now = time.perf_counter()
                     if now - last >= self.settings.ui_update_interval_s:
                         last = now
+                        conversation, shown = await _with_boxes(boxes, conversation, shown)
                         yield page.values(**shown, chat=chat_messages(conversation)) | {page.state: live.shown(conversation)}
                 elif isinstance(event, Done):
                     stats = stats_of(event)
                     conversation = conversation.with_last(answer=event.answer, status="done", stats=stats,
                                                           reasoning=event.reasoning)
+                    conversation, shown = await _with_boxes(boxes, conversation, shown)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": stats_text(stats),
                                                  "stats_data": stats_data(stats, "done")}) | {page.state: live.shown(conversation)}
 
@@ -647,12 +707,16 @@ class Handlers:
     async def submit(self, request: gr.Request, message, conversation, model, system, temperature, top_p,
                      max_tokens, seed, *rest):
         """Ask the message (the ``/chat`` API)."""
-        *controls, url_text = rest
+        *controls, url_text, detect = rest
         try:
             user, shown = await self.read_message(message, url_text)
             before = _conversation(conversation).settled()
             chat_request = self.request(model, (*before.turns(), user), system,
                                         (temperature, top_p, max_tokens, seed), controls)
+            if (detect or "").strip():  # Detect mode: the family's own question, its answer held to its grammar
+                chat_request = detect_request(chat_request, self.registry.get(model), detect)
+                user = chat_request.turns[-1]
+                shown = (*shown[:-1], f"Detect: {detect.strip()}")  # (what the model gets is the family's question)
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
         async for update in self.answer(before, Exchange(user, shown), chat_request, clear_box=True,
@@ -660,8 +724,10 @@ class Handlers:
             yield update
 
     async def retry(self, request: gr.Request, conversation, model, system, temperature, top_p, max_tokens, seed,
-                    *controls):
-        """Answer the last message again, whatever became of its answer (the ``/retry`` API)."""
+                    *rest):
+        """Answer the last message again, whatever became of its answer (the ``/retry`` API); with Detect on,
+        held to the family's box grammar again."""
+        *controls, detect = rest
         try:
             before, exchange = _conversation(conversation).retry()
         except ValueError:
@@ -669,6 +735,8 @@ class Handlers:
         try:
             chat_request = self.request(model, (*before.turns(), exchange.user), system,
                                         (temperature, top_p, max_tokens, seed), controls)
+            if (detect or "").strip():  # the same question, its answer held to the family's grammar
+                chat_request = dataclasses.replace(chat_request, detect=detect.strip())
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
         async for update in self.answer(before, exchange, chat_request, clear_box=False,
@@ -693,7 +761,7 @@ class Handlers:
 
     def clear(self) -> dict[Any, Any]:
         """Start a new conversation (the ``/clear`` API)."""
-        return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="") | {
+        return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[]) | {
             self.page.state: Conversation()}
 
     async def to_inspect(self, message, conversation, url_text) -> tuple[Turn, ...]:
@@ -766,10 +834,10 @@ def wire(page: Page, on: Handlers) -> None:
     sampling = page.sampling
     chat_outputs = [*page.out(CHAT_OUTPUTS), page.state]
     chat_event = page.box.submit(on.submit, [page.box, page.state, page.model, page.system, *sampling, *controls,
-                                             page.urls], chat_outputs, api_name="chat")
+                                             page.urls, page.detect], chat_outputs, api_name="chat")
     chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
-    retry_event = page.retry_btn.click(on.retry, [page.state, page.model, page.system, *sampling, *controls],
-                                       chat_outputs, api_name="retry")
+    retry_event = page.retry_btn.click(on.retry, [page.state, page.model, page.system, *sampling, *controls,
+                                                  page.detect], chat_outputs, api_name="retry")
     page.stop_btn.click(on.stop, page.state, [page.chat, page.stats, page.stats_data, page.state],
                         cancels=[chat_event, retry_event], api_name="stop")
     page.undo_btn.click(on.undo, page.state, [page.chat, page.state], api_name="undo")
@@ -781,6 +849,8 @@ def wire(page: Page, on: Handlers) -> None:
         moved = control.input if isinstance(control, gr.Checkbox) else control.release
         moved(on.inspect, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last")
     page.model.change(page.controls.updates, page.model, controls, api_name=False).then(
+        lambda name: gr.Textbox(visible=has_grounding(on.registry.get(name))), page.model, page.detect,
+        api_name=False).then(
         on.state_text, page.model, page.engine_state, api_name=False).then(
         on.load_model, page.model, page.engine_state, api_name="load_model")
     for picker, side in ((page.model_a, page.controls_a), (page.model_b, page.controls_b)):

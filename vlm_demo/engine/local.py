@@ -34,7 +34,7 @@ from ..settings import Settings
 from ..tiny_models import tiny_model_dir
 from .reasoning import ReasoningSplit, reasoning_parser_class
 from .remote import RemoteEngine
-from .runs import token_runs
+from .runs import token_runs, without_other_specials
 from .types import ItemRange, RenderedPrompt, SampledFrames, TokenDelta
 from .workarounds import apply_workarounds, start_kwargs
 
@@ -110,6 +110,13 @@ class Renderer:
         """Strings the tokenizer turns into special tokens (placeholders, chat markers, ...)."""
         added = getattr(self.tokenizer, "get_added_vocab", lambda: {})()
         return tuple(sorted(set(added) | set(self.tokenizer.all_special_tokens)))
+
+    @functools.cached_property
+    def kept_tags(self) -> frozenset[str]:
+        """Special tokens the family's grounding format writes (InternVL's ``<ref>``/``<box>``, Qwen2-VL's box
+        tokens): answers keep them (vLLM's ``skip_special_tokens=False``), and no other special token."""
+        grounding = self.adapter.grounding
+        return frozenset(grounding.tags) if grounding else frozenset()
 
     @functools.cached_property
     def printable_token_ids(self) -> tuple[int, ...]:
@@ -294,7 +301,7 @@ class Engine(Renderer):
             output_kind=RequestOutputKind.DELTA,
             allowed_token_ids=list(self.printable_token_ids) if printable else None,
             structured_outputs=StructuredOutputsParams(regex=sampling.regex) if sampling.regex is not None else None,
-            skip_special_tokens=split.skip_special_tokens if split else True,
+            skip_special_tokens=split.skip_special_tokens if split else not self.kept_tags,
         )
         request_id = f"vlm-demo-{uuid.uuid4().hex}"
         finished = False
@@ -306,7 +313,7 @@ class Engine(Renderer):
                     finished = out.finished
                     prompt_ids = tuple(out.prompt_token_ids) if first and out.prompt_token_ids else None
                     first = False
-                    text, reasoning, reasoning_tokens = completion.text, "", 0
+                    text, reasoning, reasoning_tokens = without_other_specials(completion.text, self.special_tokens, self.kept_tags), "", 0
                     if split is not None:
                         reasoning, text, reasoning_tokens = split.feed(
                             completion.text, completion.token_ids, prompt_ids, finished=out.finished)

@@ -29,7 +29,7 @@ from ..families import AUTO, ItemGeometry, no_geometry
 from ..media import png_data_url
 from ..registry import ModelSpec, Sampling, base_url
 from ..settings import Settings
-from .runs import text_segments, token_runs
+from .runs import text_segments, token_runs, without_other_specials
 from .types import ItemRange, RenderedPrompt, TokenDelta
 
 log = logging.getLogger(__name__)
@@ -355,6 +355,11 @@ class RemoteEngine:
             body["seed"] = sampling.seed
         if sampling.ignore_eos:
             body["ignore_eos"] = True
+        if sampling.regex is not None:  # vLLM's structured outputs, as Export writes it
+            body["structured_outputs"] = {"regex": sampling.regex}
+        kept = frozenset(self.adapter.grounding.tags) if self.adapter.grounding else frozenset()
+        if kept:
+            body["skip_special_tokens"] = False
         path = "/v1/chat/completions"
         try:
             async with self._client().stream("POST", path, json=body) as response:
@@ -376,7 +381,8 @@ class RemoteEngine:
                     first = False
                     for choice in chunk.get("choices") or ():
                         token_ids = choice.get("token_ids")
-                        text = (choice.get("delta") or {}).get("content") or ""
+                        text = without_other_specials((choice.get("delta") or {}).get("content") or "",
+                                                      self.special_tokens, kept)
                         finish = choice.get("finish_reason") or finish
                         yield TokenDelta(text, len(token_ids) if token_ids is not None else int(bool(text)),
                                          choice.get("finish_reason"), prompt_ids)

@@ -38,3 +38,14 @@ def token_runs(ids: Sequence[int], special: Mapping[int, str],
     if start < len(ids):
         runs.append((decode(ids[start:]), 1))
     return tuple(runs)
+
+
+def without_other_specials(text: str, specials: Sequence[str], kept: frozenset[str]) -> str:
+    """``text`` less every special-token string in ``specials`` but those in ``kept`` (an answer that keeps
+    special tokens for its grounding tags shows those tags and no other special token)."""
+    if not kept or not text:
+        return text
+    for token in specials:
+        if token not in kept and token in text:
+            text = text.replace(token, "")
+    return text

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from PIL import Image
 
+from .grounding import Grounding
+
 
 @dataclass(frozen=True)
 class ItemGeometry:
@@ -103,6 +105,8 @@ class Adapter:
     """Whether image ranges can be derived from the expanded ids at all (image-token runs plus markers)."""
     geometry: GeometryFn | None = None
     """Geometry from the engine's processor output; None: the page says there is no geometry adapter."""
+    grounding: Grounding | None = None
+    """The format the family's models answer "where is X" in (boxes and points), or None."""
     video_sampling: Literal["num_frames", "fps"] = "num_frames"
     """How vLLM's video loader for this family picks frames: ``num_frames`` spread evenly (``fps``, where
     given, caps them), or ``fps`` alone (vLLM 0.32's Qwen2-VL, Qwen2.5-VL and Qwen3-VL loaders port the HF

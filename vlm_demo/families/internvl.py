@@ -22,6 +22,7 @@ from PIL import Image
 
 from transformers import Qwen2Config
 
+from . import grounding
 from .base import Adapter, Control, ItemGeometry, KnownCount
 from ..tiny_models.common import (
     QWEN2_5_ADDED_TOKENS,
@@ -236,7 +237,7 @@ ADAPTER = Adapter(
     placeholder="<image>", range_markers=("<img>", "</img>"),
     controls=(Control("min_dynamic_patch", min=1, max=40, default=1),
               Control("max_dynamic_patch", min=1, max=40, sizes_cache=True, default=12)),
-    geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    grounding=grounding.INTERNVL, geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 "
                    "(config.json: force_image_size 448, downsample_ratio 0.5, max_dynamic_patch 12)"),

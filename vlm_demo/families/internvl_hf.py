@@ -30,6 +30,7 @@ from transformers import (
     Qwen3Config,
 )
 
+from . import grounding
 from .base import Adapter, Control, ItemGeometry, KnownCount
 from ..tiny_models.common import (
     LM_HEADS,
@@ -174,7 +175,7 @@ ADAPTER = Adapter(
     controls=(Control("min_patches", min=1, max=MAX_PATCHES, default=1),
               Control("max_patches", min=1, max=MAX_PATCHES, sizes_cache=True, default=12),
               Control("crop_to_patches", kind="bool", sizes_cache=True, default=True)),
-    geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
+    grounding=grounding.INTERNVL, geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 (GotOcr2 tiling with "
                    "InternVLProcessor's crop_to_patches=True; preprocessor_config.json: size 448, "

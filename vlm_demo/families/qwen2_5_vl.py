@@ -15,6 +15,7 @@ from PIL import Image
 
 from transformers import Qwen2_5_VLConfig, Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
 
+from . import grounding
 from .base import Adapter, Control, CountGeometryFn, ItemGeometry, KnownCount
 from ..tiny_models.common import (
     LM_HEADS,
@@ -150,7 +151,7 @@ ADAPTER = Adapter(
               # per video frame only (the unscoped pair above applies to images and frames alike)
               Control("videos_kwargs.min_pixels", min=784, max=MAX_PIXELS, default=VIDEO_MIN_PIXELS),
               Control("videos_kwargs.max_pixels", min=784, max=MAX_PIXELS, default=VIDEO_MAX_PIXELS)),
-    geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, 28),
+    grounding=grounding.QWEN2_5_VL, geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, 28),
     build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "

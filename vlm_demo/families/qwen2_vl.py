@@ -11,6 +11,7 @@ from pathlib import Path
 
 from transformers import Qwen2VLConfig, Qwen2VLImageProcessor, Qwen2VLProcessor, Qwen2VLVideoProcessor
 
+from . import grounding
 from .base import Adapter, Control, KnownCount
 from .qwen2_5_vl import CHAT_TEMPLATE, count_rule, geometry, video_geometry
 from ..tiny_models.common import (
@@ -77,7 +78,7 @@ ADAPTER = Adapter(
     placeholder="<|vision_start|><|image_pad|><|vision_end|>",
     controls=(Control("min_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, default=3136),
               Control("max_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
-    geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR),
+    grounding=grounding.QWEN2_VL, geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR),
     build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "

@@ -15,6 +15,7 @@ from tokenizers import AddedToken
 
 from transformers import Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
+from . import grounding
 from .base import Adapter, Control, KnownCount
 from .qwen2_5_vl import count_rule, geometry, video_geometry
 from ..tiny_models.common import (
@@ -221,7 +222,7 @@ ADAPTER = Adapter(
     placeholder="<|vision_start|><|image_pad|><|vision_end|>",
     controls=(Control("min_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, default=65536),
               Control("max_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
-    geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR),
+    grounding=grounding.QWEN3_VL, geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR),
     build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 300, "smart_resize(480, 640, factor 32) = 480x640 -> 15x20 cells "
