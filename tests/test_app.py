@@ -243,6 +243,13 @@ def test_inspect_only_follows_the_slider(app, picture):
                                          controls={"max_pixels": max_pixels}), api_name="/inspect")
         counts.append(named_outputs("inspect", out)["table"]["data"][0][3])
     assert counts[0] < counts[1]
+    # Another model's Inspect does not wait for (or start) its engine: vLLM's renderer without an engine core
+    starts, t0 = engines.starts, time.monotonic()
+    out = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", OTHER, message("?", picture)),
+                                                  api_name="/inspect"))
+    assert out["table"]["data"][0][3] == 576  # LLaVA-1.5: 24x24 patches
+    assert engines.starts == starts and OTHER not in engines.loaded(), "Inspect started an engine"
+    assert time.monotonic() - t0 < 30, "an engine start takes ~40 s here; a renderer a few"
     for bad, error in (("lots", "expected a number, got 'lots'"), (True, "expected a number"),
                        (10**12, r"max_pixels=1000000000000 is outside \d+\.\.\d+")):
         with pytest.raises(AppError, match=error):

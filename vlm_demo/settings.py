@@ -21,6 +21,9 @@ ENCODED_IMAGES_KEPT = 64
 """PNG encodings (data URLs, overlay pictures) kept in memory per process, by image content: each turn
 re-sends every earlier image of the conversation, which then costs a hash instead of an encode."""
 
+RENDERERS_KEPT = 4
+"""vLLM renderers without an engine kept per process (the most recently used): Inspect only, Compare and the
+CLI's ``inspect`` render with one while no engine of that model runs, and building one takes seconds."""
 
 VIDEO_NUM_FRAMES = 16
 """Frames sampled from each video unless the request says otherwise, for families sampled by frame count (the

@@ -783,7 +783,7 @@ class Handlers:
             if not turns:
                 return self.page.values(stats="add an image or a question to inspect")
             request = self.request(model, turns, system, (0.0, 1.0, 1, None), controls)
-            inspection = await self.service.inspect(request)
+            inspection = await self.service.inspect(request, start_engine=False)  # not waiting for an engine start
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
         images = [im for t in request.turns for im in t.media.get("image", ())]
@@ -802,7 +802,7 @@ class Handlers:
             for model, values, control_set in ((model_a, controls_a, self.page.controls_a),
                                                (model_b, controls_b, self.page.controls_b)):
                 request = self.request(model, turns, "", (0.0, 1.0, 1, None), values, control_set)
-                inspection = await self.service.inspect(request)
+                inspection = await self.service.inspect(request, start_engine=False)
                 images = [im for t in turns for im in t.media.get("image", ())]
                 view = await asyncio.to_thread(panels, self.service, inspection, images)
                 outputs += [view["budget"] + view["prompt"], view["gallery"]]

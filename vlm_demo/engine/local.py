@@ -30,7 +30,7 @@ from .. import families
 from ..errors import EngineBusyError, EngineDiedError, EngineStartError, InputError
 from ..families import Adapter, ItemGeometry, no_geometry
 from ..registry import ModelSpec, Sampling
-from ..settings import Settings
+from ..settings import RENDERERS_KEPT, Settings
 from ..tiny_models import tiny_model_dir
 from .reasoning import ReasoningSplit, reasoning_parser_class
 from .remote import RemoteEngine
@@ -514,6 +514,8 @@ class EngineManager:
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._remote: dict[str, RemoteEngine] = {}
         self._loading: set[str] = set()
+        self._renderers: OrderedDict[str, Renderer] = OrderedDict()
+        """Renderers without an engine, most recently used last (``RENDERERS_KEPT`` at most)."""
         self._lock = asyncio.Lock()
         self.starts = 0
         """How many engines this manager has started (tests check singletons with it)."""
@@ -642,7 +644,14 @@ class EngineManager:
         engine = self._engines.get(spec.name)
         if spec.remote or (engine is not None and not engine.dead):
             return await self.get(spec)
-        return await asyncio.to_thread(self.start_renderer, spec)
+        renderer = self._renderers.get(spec.name)
+        if renderer is None or renderer.spec != spec:  # built once (seconds: vLLM's config, tokenizer, processor)
+            renderer = await asyncio.to_thread(self.start_renderer, spec)
+            self._renderers[spec.name] = renderer
+        self._renderers.move_to_end(spec.name)
+        while len(self._renderers) > RENDERERS_KEPT:
+            self._renderers.popitem(last=False)
+        return renderer
 
     def _start(self, spec: ModelSpec) -> Engine:
         from vllm.v1.engine.async_llm import AsyncLLM
