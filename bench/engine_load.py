@@ -82,11 +82,72 @@ async def _run_load(path: str, model: str, load: Load, one, distinct: bool = Fal
     return Result(path, model, load.streams, load.streams * load.per_stream, tokens, wall, ttfts)
 
 
+TURNS = ("Describe these two pictures.", "Which one is brighter?", "And what colours do they share?")
+"""The multi-turn conversation: two pictures in the first turn, then two questions about them."""
+
+
+async def _raw_turn(llm: Any, engine: Any, turns: tuple[Turn, ...], images: list, max_tokens: int
+                    ) -> tuple[float, str, int, int]:
+    """One turn through the raw engine, as a ``vllm serve`` client sends it (the whole conversation again, its
+    pictures too): time to first token, the answer, cached prompt tokens, prompt tokens."""
+    from vllm.sampling_params import RequestOutputKind, SamplingParams
+
+    rendered = await engine.render(to_openai_messages(ChatRequest(model="", turns=turns)), {})
+    params = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=max_tokens, ignore_eos=True,
+                            output_kind=RequestOutputKind.DELTA)
+    t0 = time.perf_counter()
+    ttft, text, cached = 0.0, "", 0
+    async for out in llm.generate({"prompt": rendered.prompt, "multi_modal_data": {"image": images}}, params,
+                                  f"raw-{uuid.uuid4().hex}"):
+        if not ttft and out.outputs[0].token_ids:
+            ttft = time.perf_counter() - t0
+        text += out.outputs[0].text
+        cached = out.num_cached_tokens or cached
+    return ttft, text, cached, len(rendered.prompt_token_ids)
+
+
+async def _service_turn(service: ChatService, model: str, turns: tuple[Turn, ...], max_tokens: int
+                        ) -> tuple[float, str, int, int]:
+    sampling = Sampling(temperature=0.7, top_p=0.9, max_tokens=max_tokens, ignore_eos=True)
+    t0 = time.perf_counter()
+    ttft = 0.0
+    async for event in service.chat(ChatRequest(model=model, turns=turns, sampling=sampling)):
+        if isinstance(event, Delta) and not ttft:
+            ttft = time.perf_counter() - t0
+        elif isinstance(event, Done):
+            return ttft or event.ttft_s, event.answer, event.cached_tokens, event.prompt_tokens
+        elif isinstance(event, Failed):
+            raise RuntimeError(event.message)
+    raise RuntimeError("the service ended without Done")
+
+
+async def conversations(service: ChatService, engine: Any, model: str, n: int, max_tokens: int = 32) -> dict:
+    """``n`` conversations of three turns (two new pictures in the first) on each path, alternating: per turn,
+    time to first token and the prompt tokens vLLM's prefix cache served."""
+    out: dict[str, list[list[dict]]] = {"raw": [], "service": []}
+    for i in range(n):
+        for path in (("raw", "service") if i % 2 == 0 else ("service", "raw")):
+            images = [picture(next(_ids)), picture(next(_ids))]  # new to the cache: turn 1 starts cold
+            turns: tuple[Turn, ...] = ()
+            rows = []
+            for k, question in enumerate(TURNS):
+                turns = (*turns, Turn("user", question, {"image": tuple(images)} if k == 0 else {}))
+                if path == "raw":
+                    ttft, answer, cached, prompt = await _raw_turn(engine._llm, engine, turns, images, max_tokens)
+                else:
+                    ttft, answer, cached, prompt = await _service_turn(service, model, turns, max_tokens)
+                rows.append({"turn": k + 1, "ttft_s": ttft, "cached_tokens": cached, "prompt_tokens": prompt})
+                turns = (*turns, Turn("assistant", answer))
+            out[path].append(rows)
+    return out
+
+
 async def measure(model: str, loads: list[Load], inspector_pairs: int, distinct: Load | None = None,
-                  log=print) -> tuple[list[Result], dict]:
+                  log=print, conversation_runs: int = 2) -> tuple[list[Result], dict, dict]:
     """Raw engine and chat service under each load (every request asks about the same picture), then time
     to first token with and without the inspection (``inspector_pairs`` single requests of each,
-    alternating), then, if ``distinct`` is given, that load with a different picture per request."""
+    alternating), then ``conversation_runs`` three-turn conversations on each path, then, if ``distinct`` is
+    given, that load with a different picture per request."""
     settings = Settings.from_env()
     registry = load_registry(settings.models_file)
     engines = EngineManager(settings)
@@ -94,9 +155,18 @@ async def measure(model: str, loads: list[Load], inspector_pairs: int, distinct:
     bare = NoInspectionService(registry, engines, settings)
     spec = registry.get(model)
     try:
+        # Inspect before the engine runs: vLLM's renderer alone (what `inspect`, Inspect only and Compare use
+        # while no engine runs), then the way it was done before, starting the engine to render.
+        first = _request(model, picture(0), 8)
+        t0 = time.perf_counter()
+        await service.inspect(first, start_engine=False)
+        renderer_inspect_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         engine = await engines.get(spec)
-        log(f"  {model}: engine started in {time.perf_counter() - t0:.1f} s")
+        await service.inspect(first)
+        engine_inspect_s = time.perf_counter() - t0
+        log(f"  {model}: inspect with the renderer alone {renderer_inspect_s:.1f} s, starting the engine "
+            f"{engine_inspect_s:.1f} s")
         llm = engine._llm  # the raw engine: the very AsyncLLM the service uses
         rendered = await engine.render(to_openai_messages(_request(model, picture(0), 8)),
                                        spec.default_mm_kwargs())
@@ -134,13 +204,15 @@ async def measure(model: str, loads: list[Load], inspector_pairs: int, distinct:
             service._inspect(engine, one)
         inspect_s = (time.perf_counter() - t1) / 50
         inspector = {"model": model, "pairs": inspector_pairs, "ttft_with_s": with_insp, "ttft_without_s": without,
-                     "inspect_s": inspect_s}
+                     "inspect_s": inspect_s, "renderer_inspect_s": renderer_inspect_s,
+                     "engine_inspect_s": engine_inspect_s}
+        talks = {"model": model, **await conversations(service, engine, model, conversation_runs)}
         if distinct is not None:
             for path, one in (("raw", raw), ("service", chat)):
                 result = await _run_load(f"{path}-distinct", model, distinct, one, distinct=True)
                 log(f"  {model} {path} distinct pictures, {distinct.streams} streams: "
                     f"{result.tokens_per_s:7.0f} tokens/s")
                 results.append(result)
-        return results, inspector
+        return results, inspector, talks
     finally:
         engines.shutdown_all()

@@ -29,21 +29,36 @@ def chat_args(model: str, picture: str, max_tokens: int) -> list:
     return api_inputs(registry, "chat", model, message, temperature=0.7, top_p=0.9, max_tokens=max_tokens)
 
 
-def ask(client: Client, args: list) -> tuple[float, int, float, float]:
+STEPS = ("upload and queue", "read the message", "render", "panels", "first text update", "delivery")
+
+
+def steps(submitted: float, marks: dict[str, float], seen: float) -> dict[str, float]:
+    """Where the time from submit to the first answer text went, in seconds per step: from the client's
+    submit to the handler's start (upload, queue), the handler's marks (``stats_data["marks"]``: read,
+    rendered, panels, first_text), and from the handler's first text to the client seeing it (delivery).
+    Both ends are wall clocks of the same machine."""
+    times = [submitted, marks["handler"], marks["read"], marks["rendered"], marks["panels"], marks["first_text"], seen]
+    return {name: b - a for name, a, b in zip(STEPS, times[:-1], times[1:], strict=True)}
+
+
+def ask(client: Client, args: list) -> tuple[float, int, float, float, dict[str, float]]:
     """One question in a new conversation: time to the first answer text on the page, tokens generated,
-    and the server's own figures (the ``stats_data`` output: time to first token, tokens/s)."""
+    the server's own figures (the ``stats_data`` output: time to first token, tokens/s) and the steps to
+    the first answer text (:func:`steps`)."""
     client.reset_session()  # a new conversation: the state holds no earlier images
-    t0 = time.perf_counter()
-    ttft = 0.0
+    t0, submitted = time.perf_counter(), time.time()
+    ttft, seen = 0.0, 0.0
     job = client.submit(*args, api_name="/chat")
     for update in job:
         chat = named_outputs("chat", update)["chat"]
         if not ttft and isinstance(chat, list) and chat and chat[-1]["role"] == "assistant" and chat[-1]["content"]:
-            ttft = time.perf_counter() - t0
+            ttft, seen = time.perf_counter() - t0, time.time()
     stats = named_outputs("chat", job.result(timeout=300))["stats_data"]
     if not isinstance(stats, dict) or stats.get("status") != "done":
         raise RuntimeError(f"the answer did not finish: {stats!r}")
-    return ttft or time.perf_counter() - t0, stats["tokens"], stats["ttft_s"], stats["tokens_per_s"]
+    marks = stats.get("marks") or {}
+    split = steps(submitted, marks, seen) if seen and "first_text" in marks else {}
+    return ttft or time.perf_counter() - t0, stats["tokens"], stats["ttft_s"], stats["tokens_per_s"], split
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     inputs = chat_args(args.model, args.picture, args.max_tokens)
     # The users read the streamed text; they do not download the pictures of each update.
     clients = [Client(args.url, verbose=False, download_files=False) for _ in range(args.users)]
-    runs: list[tuple[float, int, float, float]] = []
+    runs: list[tuple[float, int, float, float, dict[str, float]]] = []
     errors: list[str] = []
     lock = threading.Lock()
     start = threading.Barrier(args.users + 1)
@@ -86,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     cpu_s = cpu.user + cpu.system - cpu0.user - cpu0.system  # the users' own CPU time during the load
     json.dump({"users": args.users, "wall_s": wall, "ttft_s": [r[0] for r in runs], "cpu_s": cpu_s,
                "tokens": sum(r[1] for r in runs), "requests": len(runs), "errors": errors,
-               "server_ttft_s": [r[2] for r in runs], "server_tokens_per_s": [r[3] for r in runs]}, sys.stdout)
+               "server_ttft_s": [r[2] for r in runs], "server_tokens_per_s": [r[3] for r in runs],
+               "steps": [r[4] for r in runs if r[4]]}, sys.stdout)
     print()
     for c in clients:
         c.close()

@@ -1,16 +1,18 @@
-"""Benchmark: the app against the raw vLLM engine and against a transformers-generate demo.
+"""Benchmark: the app against the raw vLLM engine, vLLM's own OpenAI server and a transformers-generate demo.
 
     python bench/run.py [--quick] [--out DIR]
 
 Runs, in one go on this machine, with the tiny models (one picture per request, fixed ``max_tokens``,
 ``ignore_eos``): (a) the raw ``AsyncLLM`` at 1, 4 and 8 concurrent streams; (b) the same load through
-the chat service and through the Gradio HTTP API (``gradio_client`` users in their own process);
-(c) transformers ``generate`` + ``TextIteratorStreamer``, one request at a time; (d) time to first token
-with and without the inspection; (e) model switching: time and resident memory. Writes
-``benchmark.md``, ``benchmark.json`` and ``benchmark.png`` into ``--out`` (``docs/`` for a full run) and
-ends with one line:
+the chat service and through the Gradio HTTP API (``gradio_client`` users in their own process), with
+where the first-token time goes at 1 user; (c) transformers ``generate`` + ``TextIteratorStreamer``, one
+request at a time; (d) time to first token with and without the inspection, and ``inspect`` with vLLM's
+renderer alone against starting the engine; (e) model switching: time and resident memory; (f) the peer:
+``vllm serve``'s OpenAI server with streaming clients in their own process; (g) three-turn conversations,
+raw against the app. Writes ``benchmark.md``, ``benchmark.json`` and ``benchmark.png`` into ``--out``
+(``docs/`` for a full run) and ends with one line:
 
-    RESULT app_vs_raw=R1 app_vs_transformers=R2 inspector_overhead_pct=P switch_rss_ratio=R3
+    RESULT app_vs_raw=R1 app_vs_serve=R2 ttft_app_minus_raw_ms=T turn2_ttft_vs_raw=R3 inspector_overhead_pct=P switch_rss_ratio=R4
 """
 
 from __future__ import annotations
@@ -50,17 +52,20 @@ class Plan:
     """UI update intervals measured at 8 users through Gradio (first model); the first is the app's setting."""
     distinct: Load | None
     """A load with a different picture per request (engine-bound vision encoder), or None."""
+    conversations: int
+    """Three-turn conversations (two pictures in the first turn) per path and model."""
 
 
 def plan(quick: bool, interval: float) -> Plan:
     tokens = 256
     if quick:
         return Plan(models=("tiny-qwen2.5-vl",), loads=(Load(1, 2, tokens), Load(4, 1, tokens), Load(8, 1, tokens)),
-                    inspector_pairs=8, hf_requests=2, round_trips=1, intervals=(interval,), distinct=None)
+                    inspector_pairs=8, hf_requests=2, round_trips=1, intervals=(interval,), distinct=None,
+                    conversations=2)
     others = tuple(x for x in (0.05, 0.1, 0.25) if abs(x - interval) > 1e-9)
     return Plan(models=tuple(MODELS), loads=(Load(1, 6, tokens), Load(4, 4, tokens), Load(8, 4, tokens)),
                 inspector_pairs=20, hf_requests=8, round_trips=3, intervals=(interval, *others),
-                distinct=Load(8, 2, tokens))
+                distinct=Load(8, 2, tokens), conversations=6)
 
 
 def log(msg: str) -> None:
@@ -174,6 +179,60 @@ class AppServer:
         self.log.close()
 
 
+class ServeServer:
+    """vLLM's own OpenAI server (``python -m vllm.entrypoints.openai.api_server``, what ``vllm serve`` runs) for
+    the model, with the engine arguments the app gives its engine, driven by ``bench/serve_load.py``."""
+
+    def __init__(self, model: str, workdir: Path):
+        import httpx
+
+        from tests.vllm_server import launch
+        from vlm_demo.engine import EngineManager
+        from vlm_demo.engine.local import printable_only
+        from vlm_demo.registry import load_registry
+        from vlm_demo.settings import Settings
+
+        settings = Settings.from_env()
+        spec = load_registry(settings.models_file).get(model)
+        engines = EngineManager(settings)
+        self.allowed = workdir / f"allowed-{model}.json"  # the app's tiny models sample printable tokens only
+        if printable_only(spec):
+            self.allowed.write_text(json.dumps(list(engines.start_renderer(spec).printable_token_ids)))
+        self.server = launch(spec, engines.model_path(spec), settings, workdir / f"serve-{model}.log")
+        self.env = {**os.environ, "NO_PROXY": "*"}
+        deadline = time.monotonic() + 300
+        while True:
+            if self.server.proc.poll() is not None:
+                raise RuntimeError(f"vLLM's server exited ({self.server.proc.returncode}); see {self.server.log}")
+            try:
+                if httpx.get(self.server.url + "/v1/models", timeout=2, trust_env=False).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("vLLM's server did not answer within 300 s")
+            time.sleep(0.5)
+
+    def users(self, model: str, load: Load, picture: Path) -> dict:
+        argv = [PY, "-m", "bench.serve_load", "--url", self.server.url, "--model", model, "--users",
+                str(load.streams), "--per-user", str(load.per_stream), "--max-tokens", str(load.max_tokens),
+                "--picture", str(picture)]
+        if self.allowed.exists():
+            argv += ["--allowed-token-ids", str(self.allowed)]
+        out = subprocess.run(argv, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=900)
+        if out.returncode:
+            raise RuntimeError(f"vllm serve users failed: {out.stderr[-2000:]}")
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+        if data["errors"]:
+            raise RuntimeError(f"vllm serve users saw errors: {data['errors'][:3]}")
+        return data
+
+    def close(self) -> None:
+        from tests.vllm_server import stop
+
+        stop(self.server.proc)
+
+
 CPU_LOG: list[dict] = []
 """CPU seconds per request of the app process, its engine and the users, for each Gradio load."""
 
@@ -182,6 +241,26 @@ def gradio_result(model: str, load: Load, data: dict, path: str = "gradio") -> R
     CPU_LOG.append({"model": model, "streams": load.streams, "interval_s": data.get("interval_s"),
                     **{k: round(v, 4) for k, v in data["cpu_per_request_s"].items()}})
     return Result(path, model, load.streams, data["requests"], data["tokens"], data["wall_s"], data["ttft_s"])
+
+
+def first_token_steps(model: str, data: dict) -> dict:
+    """The p50 of each step to the first answer text over one load's answers (``bench.gradio_load.steps``)."""
+    runs = data.get("steps") or []
+    if not runs:
+        return {}
+    return {"model": model, "answers": len(runs),
+            "steps": {name: pct([r[name] for r in runs], 50) for name in runs[0]}}
+
+
+def inspect_cli_s(model: str, picture: Path) -> float:
+    """Wall time of ``python -m vlm_demo inspect`` for one picture, process start to exit."""
+    t0 = time.perf_counter()
+    out = subprocess.run([PY, "-m", "vlm_demo", "inspect", "--model", model, "--image", str(picture), "--text",
+                          "What is in the picture?", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - t0
+    if out.returncode:
+        raise RuntimeError(f"inspect failed: {out.stderr[-2000:]}")
+    return wall
 
 
 def hf_baseline(model: str, requests: int, max_tokens: int) -> dict:
@@ -227,21 +306,29 @@ def main(argv: list[str] | None = None) -> int:
     log(f"bench: {info['mode']} run on {info['machine']}")
     results: list[Result] = []
     inspector: list[dict] = []
+    talks: list[dict] = []
     interval_runs: list[dict] = []
     switches: dict = {}
     hf_raw: list[dict] = []
+    steps: list[dict] = []
+    cli: dict[str, float] = {}
 
     # (a), (b) service, (d): raw engine and chat service in this process, one model at a time.
     for model in run_plan.models:
         log(f"[raw engine + chat service] {model}")
-        res, insp = asyncio.run(__import__("bench.engine_load", fromlist=["measure"]).measure(
-            model, list(run_plan.loads), run_plan.inspector_pairs, run_plan.distinct, log=log))
+        res, insp, talk = asyncio.run(__import__("bench.engine_load", fromlist=["measure"]).measure(
+            model, list(run_plan.loads), run_plan.inspector_pairs, run_plan.distinct, log=log,
+            conversation_runs=run_plan.conversations))
         results += res
         inspector.append(insp)
+        talks.append(talk)
 
     with tempfile.TemporaryDirectory(prefix="vlm-bench-") as tmp:
         work = Path(tmp)
         picture = write_pictures(work / "pictures", 1)[0]
+        for model in run_plan.models:  # (d) the CLI's inspect, on a quiet machine
+            cli[model] = inspect_cli_s(model, picture)
+            log(f"[inspect CLI] {model}: {cli[model]:.1f} s")
         # (b) Gradio, (e) switching: one app server, models selected as a user selects them.
         log(f"[gradio api] app server, UI update interval {interval} s")
         server = AppServer(run_plan.models[0], interval, work)
@@ -255,7 +342,12 @@ def main(argv: list[str] | None = None) -> int:
                     switch_times.append(server.load_model(model))
                 server.users(model, Load(4, 1, 16), picture)  # warm-up
                 for load in run_plan.loads:
-                    r = gradio_result(model, load, server.users(model, load, picture))
+                    d = server.users(model, load, picture)
+                    if load.streams == 1 and first_token_steps(model, d):
+                        steps.append(first_token_steps(model, d))
+                        log("  first text at 1 user, p50 per step: " + ", ".join(
+                            f"{k} {v * 1000:.0f} ms" for k, v in steps[-1]["steps"].items()))
+                    r = gradio_result(model, load, d)
                     log(f"  {model} gradio   {load.streams} users:   {r.tokens_per_s:7.0f} tokens/s, "
                         f"TTFT p50 {pct(r.ttft_s, 50) * 1000:.0f} ms")
                     results.append(r)
@@ -295,6 +387,21 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 server.close()
 
+        # (f) the peer: vLLM's own OpenAI server, its streaming clients in their own process.
+        for model in run_plan.models:
+            log(f"[vllm serve] {model}")
+            peer = ServeServer(model, work)
+            try:
+                peer.users(model, Load(4, 1, 16), picture)  # warm-up
+                for load in run_plan.loads:
+                    d = peer.users(model, load, picture)
+                    r = Result("serve", model, load.streams, d["requests"], d["tokens"], d["wall_s"], d["ttft_s"])
+                    log(f"  {model} vllm serve {load.streams} users: {r.tokens_per_s:7.0f} tokens/s, "
+                        f"TTFT p50 {pct(r.ttft_s, 50) * 1000:.0f} ms")
+                    results.append(r)
+            finally:
+                peer.close()
+
     # (c) transformers baseline, one request at a time.
     for model in run_plan.models:
         log(f"[transformers baseline] {model}")
@@ -307,16 +414,15 @@ def main(argv: list[str] | None = None) -> int:
     info["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     data = {**info, "results": [r.summary() for r in results], "ttft_samples": {
         f"{r.path}/{r.model}/{r.streams}": r.ttft_s for r in results},
-        "inspector": inspector, "intervals": interval_runs, "switching": switches, "transformers": hf_raw,
-        "gradio_cpu_per_request_s": CPU_LOG}
-    from bench.report import headline, write_report
+        "inspector": inspector, "conversations": talks, "intervals": interval_runs, "switching": switches, "transformers": hf_raw,
+        "gradio_cpu_per_request_s": CPU_LOG, "first_token_steps": steps, "inspect_cli_s": cli}
+    from bench.report import headline, result_line, write_report
 
     data["headline"] = headline(data)
     write_report(data, out_dir)
     h = data["headline"]
     log(f"bench: wrote {out_dir}/benchmark.md, .json, .png in {info['duration_s']:.0f} s")
-    print(f"RESULT app_vs_raw={h['app_vs_raw']:.2f} app_vs_transformers={h['app_vs_transformers']:.1f} "
-          f"inspector_overhead_pct={h['inspector_overhead_pct']:.1f} switch_rss_ratio={h['switch_rss_ratio']:.2f}")
+    print(result_line(h))
     return 0
 
 

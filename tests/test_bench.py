@@ -15,14 +15,27 @@ def test_quick_benchmark_runs_and_writes_its_table(tmp_path, report):
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     line = out.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r"RESULT app_vs_raw=[\d.]+ app_vs_transformers=[\d.]+ inspector_overhead_pct=-?[\d.]+ "
-                        r"switch_rss_ratio=[\d.]+", line), line
+    assert re.fullmatch(r"RESULT app_vs_raw=[\d.]+ app_vs_serve=[\d.]+ ttft_app_minus_raw_ms=-?\d+ "
+                        r"turn2_ttft_vs_raw=[\d.]+ inspector_overhead_pct=-?[\d.]+ switch_rss_ratio=[\d.]+", line), line
     report(f"bench --quick: {line}")
     table = (tmp_path / "benchmark.md").read_text()
     assert "## Ratios at 8 streams" in table and "| tiny-qwen2.5-vl |" in table
-    for path in ("raw AsyncLLM", "app: chat service", "app: Gradio API", "transformers generate"):
+    for path in ("raw AsyncLLM", "app: chat service", "app: Gradio API", "vllm serve (OpenAI server)",
+                 "transformers generate"):
         assert f"| {path} | 8 |" in table, path
     data = json.loads((tmp_path / "benchmark.json").read_text())
-    assert {r["path"] for r in data["results"]} == {"raw", "service", "gradio", "transformers"}
+    assert {r["path"] for r in data["results"]} == {"raw", "service", "gradio", "serve", "transformers"}
     assert all(r["tokens"] == r["requests"] * 256 for r in data["results"]), "every answer has max_tokens tokens"
+    # where the first-token time goes, turns 2-3 with their cached tokens, inspect without an engine
+    (steps,) = data["first_token_steps"]
+    assert set(steps["steps"]) == {"upload and queue", "read the message", "render", "panels", "first text update",
+                                   "delivery"} and all(v >= -0.01 for v in steps["steps"].values()), steps
+    (talk,) = data["conversations"]
+    for path in ("raw", "service"):
+        for conv in talk[path]:
+            assert [row["turn"] for row in conv] == [1, 2, 3]
+            assert all(row["cached_tokens"] > 0 for row in conv[1:]), (path, conv)  # the prefix cache served
+    (insp,) = data["inspector"]
+    assert insp["renderer_inspect_s"] < insp["engine_inspect_s"], insp
+    assert "## Turns 2 and 3" in table and "## Inspect without an engine" in table
     assert (tmp_path / "benchmark.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

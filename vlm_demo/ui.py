@@ -200,9 +200,11 @@ def _nth_frames(inspection: Inspection, index: int) -> tuple[Any, ...]:
     return found[index] if index < len(found) else ()
 
 
-def stats_data(stats: Stats | None, status: str) -> dict[str, Any]:
-    """The answer's figures as data (the ``stats_data`` output), with where the answer stands."""
-    return {"status": status, **(dataclasses.asdict(stats) if stats else {})}
+def stats_data(stats: Stats | None, status: str, marks: dict[str, float] | None = None) -> dict[str, Any]:
+    """The answer's figures as data (the ``stats_data`` output), with where the answer stands, and when done
+    the ``marks``: wall-clock times (``time.time()``) at which the handler started, had read the message, got
+    the render, had the panels, and yielded the first answer text (the benchmark's first-token steps)."""
+    return {"status": status, **(dataclasses.asdict(stats) if stats else {}), **({"marks": marks} if marks else {})}
 
 
 def stats_text(stats: Stats) -> str:
@@ -641,7 +643,7 @@ class Handlers:
                 "export_py": python_snippet(body, spec)}
 
     async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, clear_box: bool,
-                     session: str | None = None):
+                     session: str | None = None, marks: dict[str, float] | None = None):
         """Stream the answer to ``exchange`` after ``before``; yields page updates, grouped by time (the first at
         once), each with the conversation as shown so far, so a stopped answer stays as it was shown.
 
@@ -649,19 +651,22 @@ class Handlers:
         values rather than leaving them out: Gradio turns an output left out of a dict into a property update,
         and rebuilds that component's configuration (its JSON schema included) on every update, which cost more
         than the rest of the update together; repeated values reach the browser as an empty diff. The message
-        box is left out after the first update (it may hold the user's next question)."""
+        box is left out after the first update (it may hold the user's next question). ``marks`` gathers the
+        wall-clock times of the steps to the first answer text (the final ``stats_data`` carries them)."""
         conversation = before.ask(exchange)
         live = _Live(conversation)
         if session:
             self._live[session] = live
         try:
-            async for update in self._answer(conversation, request, clear_box, live):
+            async for update in self._answer(conversation, request, clear_box, live,
+                                           marks if marks is not None else {}):
                 yield update
         finally:  # ended, failed or cancelled (Stop, a closed tab)
             if session and self._live.get(session) is live:
                 del self._live[session]
 
-    async def _answer(self, conversation: Conversation, request: ChatRequest, clear_box: bool, live: _Live):
+    async def _answer(self, conversation: Conversation, request: ChatRequest, clear_box: bool, live: _Live,
+                      marks: dict[str, float]):
         page = self.page
         shown: dict[str, Any] = {}
         last = 0.0
@@ -681,10 +686,12 @@ class Handlers:
                                                  "stats_data": stats_data(None, "failed")}) | {page.state: live.shown(conversation)}
                     raise gr.Error(event.message)
                 if isinstance(event, Rendered):
+                    marks["rendered"] = time.time()
                     sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine got it
                     shown = await asyncio.to_thread(self.rendered_view, sent, event.inspection)
                     shown |= {"stats": "generating…", "stats_data": stats_data(None, "streaming"), "boxes": []}
                     boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
+                    marks["panels"] = time.time()
                     first = page.values(**shown, chat=chat_messages(conversation)) | {page.state: live.shown(conversation)}
                     yield first | ({page.box: None} if clear_box else {})  # None clears the box (a value, not a costly update)
                 elif isinstance(event, Delta):
@@ -693,6 +700,7 @@ class Handlers:
                     if now - last >= self.settings.ui_update_interval_s:
                         last = now
                         conversation, shown = await _with_boxes(boxes, conversation, shown)
+                        marks.setdefault("first_text", time.time())
                         yield page.values(**shown, chat=chat_messages(conversation)) | {page.state: live.shown(conversation)}
                 elif isinstance(event, Done):
                     stats = stats_of(event)
@@ -700,7 +708,7 @@ class Handlers:
                                                           reasoning=event.reasoning)
                     conversation, shown = await _with_boxes(boxes, conversation, shown)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": stats_text(stats),
-                                                 "stats_data": stats_data(stats, "done")}) | {page.state: live.shown(conversation)}
+                                                 "stats_data": stats_data(stats, "done", marks)}) | {page.state: live.shown(conversation)}
 
     # -- events
 
@@ -708,8 +716,10 @@ class Handlers:
                      max_tokens, seed, *rest):
         """Ask the message (the ``/chat`` API)."""
         *controls, url_text, detect = rest
+        marks = {"handler": time.time()}
         try:
             user, shown = await self.read_message(message, url_text)
+            marks["read"] = time.time()
             before = _conversation(conversation).settled()
             chat_request = self.request(model, (*before.turns(), user), system,
                                         (temperature, top_p, max_tokens, seed), controls)
@@ -720,7 +730,7 @@ class Handlers:
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
         async for update in self.answer(before, Exchange(user, shown), chat_request, clear_box=True,
-                                        session=request.session_hash):
+                                        session=request.session_hash, marks=marks):
             yield update
 
     async def retry(self, request: gr.Request, conversation, model, system, temperature, top_p, max_tokens, seed,
@@ -728,6 +738,8 @@ class Handlers:
         """Answer the last message again, whatever became of its answer (the ``/retry`` API); with Detect on,
         held to the family's box grammar again."""
         *controls, detect = rest
+        marks = {"handler": time.time()}
+        marks["read"] = marks["handler"]  # nothing to read: the message is the conversation's own
         try:
             before, exchange = _conversation(conversation).retry()
         except ValueError:
@@ -740,7 +752,7 @@ class Handlers:
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
         async for update in self.answer(before, exchange, chat_request, clear_box=False,
-                                        session=request.session_hash):
+                                        session=request.session_hash, marks=marks):
             yield update
 
     def stop(self, request: gr.Request, conversation) -> dict[Any, Any]:

@@ -1,0 +1,93 @@
+"""Streaming chat-completion clients of vLLM's own OpenAI server (what ``vllm serve`` runs), in their own
+process as the app's ``gradio_client`` users are: each of ``--users`` asks ``--per-user`` questions back to
+back, with the same picture, question and sampling as the app's load. Prints one JSON object.
+
+    python -m bench.serve_load --url URL --model NAME --users 8 --per-user 4 --max-tokens 256 --picture FILE
+        [--allowed-token-ids FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from .common import QUESTION
+
+
+def body(model: str, picture: Path, max_tokens: int, allowed: list[int] | None) -> dict:
+    """The request: the picture as a PNG data URL, the question, the app's sampling for this load."""
+    url = "data:image/png;base64," + base64.b64encode(picture.read_bytes()).decode()
+    out = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": max_tokens,
+           "temperature": 0.7, "top_p": 0.9, "ignore_eos": True,
+           "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                                     {"type": "text", "text": QUESTION}]}]}
+    if allowed is not None:  # the app's tiny models sample printable tokens only; so does the peer
+        out["allowed_token_ids"] = allowed
+    return out
+
+
+async def ask(client: httpx.AsyncClient, request: dict) -> tuple[float, int]:
+    """One streamed answer: time to the first content text, completion tokens (from the usage chunk)."""
+    t0 = time.perf_counter()
+    ttft, tokens = 0.0, 0
+    async with client.stream("POST", "/v1/chat/completions", json=request) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            for choice in chunk.get("choices") or ():
+                if not ttft and (choice.get("delta") or {}).get("content"):
+                    ttft = time.perf_counter() - t0
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    return ttft or time.perf_counter() - t0, tokens
+
+
+async def load(url: str, request: dict, users: int, per_user: int) -> dict:
+    runs: list[tuple[float, int]] = []
+    errors: list[str] = []
+    limits = httpx.Limits(max_connections=users, max_keepalive_connections=users)
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, trust_env=False) as client:
+        async def user() -> None:
+            for _ in range(per_user):
+                try:
+                    runs.append(await ask(client, request))
+                except (httpx.HTTPError, ValueError) as exc:
+                    errors.append(repr(exc)[:300])
+
+        t0, cpu0 = time.perf_counter(), os.times()
+        await asyncio.gather(*(user() for _ in range(users)))
+        wall = time.perf_counter() - t0
+        cpu = os.times()
+    return {"users": users, "wall_s": wall, "ttft_s": [r[0] for r in runs], "tokens": sum(r[1] for r in runs),
+            "requests": len(runs), "errors": errors, "cpu_s": cpu.user + cpu.system - cpu0.user - cpu0.system}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--url", required=True)
+    p.add_argument("--model", required=True, help="the served model name")
+    p.add_argument("--users", type=int, default=8)
+    p.add_argument("--per-user", type=int, default=4)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--picture", type=Path, required=True)
+    p.add_argument("--allowed-token-ids", type=Path, default=None, help="a JSON list of token ids")
+    args = p.parse_args(argv)
+    allowed = json.loads(args.allowed_token_ids.read_text()) if args.allowed_token_ids else None
+    request = body(args.model, args.picture, args.max_tokens, allowed)
+    json.dump(asyncio.run(load(args.url, request, args.users, args.per_user)), sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
