@@ -54,6 +54,52 @@ async def test_turn_two_reuses_turn_ones_prompt_from_the_prefix_cache(service, r
            f"cached; ttft {done1.ttft_s:.3f} s -> {done2.ttft_s:.3f} s")
 
 
+def spy_on_generate(monkeypatch, engine) -> list[list[bool]]:
+    """Record, for each request the engine core gets, which of its pictures go with their tensors."""
+    sent: list[list[bool]] = []
+    generate = engine._llm.generate
+
+    def spy(engine_input, *args, **kwargs):
+        sent.append([item is not None for item in engine_input.get("mm_kwargs", {}).get("image", ())])
+        return generate(engine_input, *args, **kwargs)
+    monkeypatch.setattr(engine._llm, "generate", spy)
+    return sent
+
+
+async def test_earlier_pictures_go_to_the_engine_core_as_hashes(service, registry, monkeypatch):
+    """Each turn re-sends every earlier picture; as for a ``vllm serve`` client, the engine core gets the
+    tensors once and then only the hash (vLLM's processor cache, mirrored on both sides), while the render
+    the panels show keeps every picture's tensors."""
+    engine = await service.engines.get(registry.get(MODEL))
+    sent = spy_on_generate(monkeypatch, engine)
+    images = (make_image(364, 252, seed=21), make_image(252, 364, seed=22))
+    turn1 = (Turn("user", "Compare these two pictures.", {"image": images}),)
+    _, done1 = await chat(service, turn1)
+    rendered2, done2 = await chat(service, (*turn1, Turn("assistant", done1.answer), Turn("user", "And now?")))
+    assert sent == [[True, True], [False, False]]
+    assert done2.num_tokens > 0 and done2.finish_reason in ("length", "stop")
+    assert all(item is not None for item in rendered2.rendered.engine_input["mm_kwargs"]["image"])
+    assert [g.processed_size for g in rendered2.rendered.geometry["image"]] == [(364, 252), (252, 364)]
+
+
+async def test_drift_between_the_processor_caches_heals_by_resending(service, registry, monkeypatch):
+    """A picture the sender side of vLLM's processor cache counts as sent, but the engine core never got
+    (a request that ended before it reached the core): the core answers "cache miss", vLLM drops the hash,
+    and the request goes again with the tensors; the user sees an answer, not an error."""
+    engine = await service.engines.get(registry.get(MODEL))
+    turns = (Turn("user", "What is this?", {"image": (make_image(308, 224, seed=23),)}),)
+    rendered, _ = await chat(service, turns, Sampling(temperature=0.0, max_tokens=1))
+    engine._forget(engine._for_engine_core(rendered.rendered.engine_input)[1])  # the core has it: not a drift
+    lost = make_image(224, 308, seed=24)
+    lost_turns = (Turn("user", "What is this?", {"image": (lost,)}),)
+    lost_render = await service._render(registry.get(MODEL), engine, ChatRequest(model=MODEL, turns=lost_turns))
+    engine._for_engine_core(lost_render.engine_input)  # counted as sent; never sent
+    sent = spy_on_generate(monkeypatch, engine)
+    _, done = await chat(service, lost_turns)
+    assert sent == [[False], [True]], sent
+    assert done.num_tokens == SAMPLING.max_tokens or done.finish_reason == "stop"
+
+
 async def test_random_weight_answer_reads_as_text(service, registry):
     spec = registry.get(MODEL)
     assert spec.random_weights and printable_only(spec)

@@ -303,32 +303,66 @@ class Engine(Renderer):
             structured_outputs=StructuredOutputsParams(regex=sampling.regex) if sampling.regex is not None else None,
             skip_special_tokens=split.skip_special_tokens if split else not self.kept_tags,
         )
-        request_id = f"vlm-demo-{uuid.uuid4().hex}"
-        finished = False
-        try:
-            async with contextlib.aclosing(self._llm.generate(rendered.engine_input, params, request_id)) as outs:
-                first = True
-                async for out in outs:
-                    completion = out.outputs[0]
-                    finished = out.finished
-                    prompt_ids = tuple(out.prompt_token_ids) if first and out.prompt_token_ids else None
-                    first = False
-                    text, reasoning, reasoning_tokens = without_other_specials(completion.text, self.special_tokens, self.kept_tags), "", 0
-                    if split is not None:
-                        reasoning, text, reasoning_tokens = split.feed(
-                            completion.text, completion.token_ids, prompt_ids, finished=out.finished)
-                    yield TokenDelta(text, len(completion.token_ids), completion.finish_reason, prompt_ids,
-                                     num_cached_tokens=out.num_cached_tokens, reasoning=reasoning,
-                                     reasoning_tokens=reasoning_tokens)
-        except (VLLMClientError, ValueError) as exc:  # a request vLLM refuses (e.g. a regex it cannot compile)
-            text = " ".join(str(exc).split())
-            raise InputError(f"{self.spec.name}: {text if len(text) <= 300 else text[:299] + '…'}") from None
-        except EngineDeadError as exc:
-            raise EngineDiedError(
-                f"the {self.spec.name} engine stopped ({exc}); the next request restarts it") from None
-        finally:
-            if not finished and not self.dead:
-                await self._llm.abort(request_id)
+        for attempt in (1, 2):
+            request_id = f"vlm-demo-{uuid.uuid4().hex}"
+            engine_input, hashes = self._for_engine_core(rendered.engine_input)
+            finished = reached = False
+            try:
+                async with contextlib.aclosing(self._llm.generate(engine_input, params, request_id)) as outs:
+                    first = True
+                    async for out in outs:
+                        completion = out.outputs[0]
+                        finished = out.finished
+                        if (first and attempt == 1 and hashes and finished and completion.finish_reason == "error"
+                                and not completion.token_ids):
+                            break  # the core lacked an item the sender cache counted on: resent below, with data
+                        reached = True
+                        prompt_ids = tuple(out.prompt_token_ids) if first and out.prompt_token_ids else None
+                        first = False
+                        text, reasoning, reasoning_tokens = without_other_specials(completion.text, self.special_tokens, self.kept_tags), "", 0
+                        if split is not None:
+                            reasoning, text, reasoning_tokens = split.feed(
+                                completion.text, completion.token_ids, prompt_ids, finished=out.finished)
+                        yield TokenDelta(text, len(completion.token_ids), completion.finish_reason, prompt_ids,
+                                         num_cached_tokens=out.num_cached_tokens, reasoning=reasoning,
+                                         reasoning_tokens=reasoning_tokens)
+            except (VLLMClientError, ValueError) as exc:  # a request vLLM refuses (e.g. a regex it cannot compile)
+                text = " ".join(str(exc).split())
+                raise InputError(f"{self.spec.name}: {text if len(text) <= 300 else text[:299] + '…'}") from None
+            except EngineDeadError as exc:
+                raise EngineDiedError(
+                    f"the {self.spec.name} engine stopped ({exc}); the next request restarts it") from None
+            finally:
+                if not finished and not self.dead:
+                    await self._llm.abort(request_id)
+                if not reached:  # it may not have reached the core: the items go again with their data next time
+                    self._forget(hashes)
+            if reached:
+                return
+
+    def _for_engine_core(self, engine_input: Any) -> tuple[Any, tuple[str, ...]]:
+        """``engine_input`` as ``vllm serve`` sends it to the engine core: an item the core already holds
+        (vLLM's processor cache, mirrored on both sides) goes as its hash alone, not its tensors again. Each
+        turn of a chat re-sends every earlier image; rendered with ``skip_mm_cache`` (so the panels see every
+        item's tensors), each would otherwise cross to the core in full again. Returns the input and its
+        items' hashes."""
+        from vllm.multimodal.inputs import MultiModalKwargsItems
+
+        found = engine_input.get("mm_kwargs") if engine_input.get("type") == "multimodal" else None
+        if not found or self._llm.input_processor.renderer.mm_processor_cache is None:
+            return engine_input, ()
+        # A copy: the render keeps its tensors (the panels, a retry); vLLM's own call for pre-processed items
+        items = MultiModalKwargsItems({modality: list(v) for modality, v in found.items()})
+        self._llm.input_processor.inject_into_mm_cache(engine_input["mm_hashes"], items)
+        hashes = tuple(h for found_hashes in engine_input["mm_hashes"].values() for h in found_hashes)
+        return {**engine_input, "mm_kwargs": items}, hashes
+
+    def _forget(self, hashes: tuple[str, ...]) -> None:
+        """Drop ``hashes`` from the sender side of vLLM's processor cache (always safe: an item is sent again
+        with its data, and the core replaces what it holds)."""
+        cache = self._llm.input_processor.renderer.mm_processor_cache if self._llm is not None else None
+        for mm_hash in hashes if cache is not None else ():
+            cache.invalidate(mm_hash)
 
     @functools.cached_property
     def reasoning_parser_class(self) -> Any:
