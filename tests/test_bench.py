@@ -28,7 +28,7 @@ def test_quick_benchmark_runs_and_writes_its_table(tmp_path, report):
     assert all(r["tokens"] == r["requests"] * 256 for r in data["results"]), "every answer has max_tokens tokens"
     # where the first-token time goes, turns 2-3 with their cached tokens, inspect without an engine
     (steps,) = data["first_token_steps"]
-    assert set(steps["steps"]) == {"upload and queue", "read the message", "render", "panels", "first text update",
+    assert set(steps["steps"]) == {"upload", "queue", "read the message", "render", "panels", "first text update",
                                    "delivery"} and all(v >= -0.01 for v in steps["steps"].values()), steps
     (talk,) = data["conversations"]
     for path in ("raw", "service"):
