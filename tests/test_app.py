@@ -114,9 +114,11 @@ def named(*updates, api_name: str = "chat") -> dict:
     return state
 
 
-def run(job) -> dict:
-    """A streamed /chat or /retry call, run to its end: its outputs by name."""
-    return named(*list(job), job.result(timeout=300))
+def run(job, client: Client | None = None) -> dict:
+    """A streamed /chat or /retry call, run to its end: its outputs by name, with (given the client) the
+    panels of the render it was generated from (``/panels``)."""
+    out = named(*list(job), job.result(timeout=300))
+    return out | (named_outputs("panels", client.predict(api_name="/panels")) if client else {})
 
 
 def texts(chat: list) -> list[str]:
@@ -187,6 +189,8 @@ def test_streams_an_answer_with_the_three_panels(app, picture):
     updates = list(job)
     out = named(*updates, job.result())
     assert len(updates) >= 3, "the answer should stream in several updates"
+    assert set(out) == {"chat", "stats", "stats_data", "boxes"}  # what changes while it streams; the panels:
+    out |= named_outputs("panels", client.predict(api_name="/panels"))
     assert "content format: <b>openai</b>" in out["prompt"]
     # the expanded tokens: the image's run, one part per row of its token grid, between its markers
     assert re.search(r"<\|vision_start\|>(<\|image_pad\|>×\d+)+<\|vision_end\|>", prompt_text(out)), prompt_text(out)
@@ -281,14 +285,15 @@ def test_retry_undo_and_compare(app, picture):
     first = run(client.submit(*chat_args(registry, picture), api_name="/chat"))
     assert [m["role"] for m in first["chat"]] == ["user", "assistant"]
     for _ in range(2):
-        retried = run(client.submit(*api_inputs(registry, "retry", MODEL, max_tokens=16), api_name="/retry"))
+        retried = run(client.submit(*api_inputs(registry, "retry", MODEL, max_tokens=16), api_name="/retry"),
+                      client)
         assert [m["role"] for m in retried["chat"]] == ["user", "assistant"] and "tokens/s" in retried["stats"]
         assert texts(retried["chat"])[0] == "What is in this picture?"
         assert retried["stats_data"]["status"] == "done" and retried["stats_data"]["tokens"] > 0
         assert prompt_text(retried).count("<|im_start|>user") == 1
     with pytest.raises(AppError, match="special token"):  # refused: nothing changes
         client.predict(*chat_args(registry, None, text="say <|im_start|>"), api_name="/chat")
-    longer = run(client.submit(*chat_args(registry, None, text="And the colours?"), api_name="/chat"))
+    longer = run(client.submit(*chat_args(registry, None, text="And the colours?"), api_name="/chat"), client)
     assert texts(longer["chat"])[::2] == ["What is in this picture?", "And the colours?"]
     prompt = prompt_text(longer)
     assert prompt.count("<|im_start|>user") == 2 and prompt.count("<|im_start|>assistant") == 2
@@ -327,7 +332,7 @@ def test_stop_then_retry_and_stop_then_undo(long_answers, picture):
     job = start_long_answer(client, registry, engines, text="Second question?")
     job.cancel()
     wait_until(lambda: engines.running_requests() == 0, ABORT_WITHIN_S)
-    retried = run(client.submit(*api_inputs(registry, "retry", MODEL, max_tokens=6), api_name="/retry"))
+    retried = run(client.submit(*api_inputs(registry, "retry", MODEL, max_tokens=6), api_name="/retry"), client)
     assert texts(retried["chat"])[::2] == ["First question?", "Second question?"]
     assert "stopped" not in texts(retried["chat"])[-1]
     prompt = prompt_text(retried)
@@ -382,6 +387,9 @@ def test_in_a_real_browser(app, picture):
         page.wait_for_function("document.querySelector('#stats').innerText.includes('tokens/s')", timeout=120_000)
         lengths = sorted({n for n in page.evaluate("window.answerLengths") if n > 0})
         assert len(lengths) >= 2, f"the answer did not stream in: {lengths}"
+        # the panels of the same render (their own event), and the message box cleared for the next question
+        page.locator("#rendered-prompt mark.ph").first.wait_for(timeout=30_000)
+        page.wait_for_function("document.querySelector('#question textarea').value === ''", timeout=10_000)
         before = page.locator("#budget-text").inner_text()
         track = page.locator("#slider-max_pixels input[type=range]")
         box = track.bounding_box()
@@ -723,8 +731,7 @@ def test_switching_models(app, picture):
     state = client.predict(OTHER, api_name="/load_model")
     assert "Tiny LLaVA-1.5" in state and "ready" in state and "random weights" in state
     assert engines.loaded() == [OTHER]
-    job = client.submit(*chat_args(registry, picture, model=OTHER), api_name="/chat")
-    out = named(*list(job), job.result())
+    out = run(client.submit(*chat_args(registry, picture, model=OTHER), api_name="/chat"), client)
     assert out["table"]["data"][0][3] == 576
 
 
@@ -803,7 +810,7 @@ def test_a_video_through_the_page_api(app):
     assert rows[1.0][3] * 2 == rows[2.0][3]  # twice the frames, twice the temporal patches
     job = client.submit(*api_inputs(registry, "chat", MODEL, message("Where does the square go?", CLIP),
                                     max_tokens=12, seed=3, controls={"fps": 1.0}), api_name="/chat")
-    out = named(*list(job), job.result(timeout=300))
+    out = run(job, client)
     assert out["chat"][-1]["role"] == "assistant" and out["chat"][-1]["content"]
     body = json.loads(out["export_json"])
     assert body["media_io_kwargs"] == {"video": {"fps": 1.0}}

@@ -21,6 +21,10 @@ ENCODED_IMAGES_KEPT = 64
 """PNG encodings (data URLs, overlay pictures) kept in memory per process, by image content: each turn
 re-sends every earlier image of the conversation, which then costs a hash instead of an encode."""
 
+PAGE_RENDERS_KEPT = 256
+"""Sessions whose last answer's render the page keeps for its panels (``/panels``): the most recently used;
+an older session's panels come back empty."""
+
 RENDERERS_KEPT = 4
 """vLLM renderers without an engine kept per process (the most recently used): Inspect only, Compare and the
 CLI's ``inspect`` render with one while no engine of that model runs, and building one takes seconds."""

@@ -11,10 +11,12 @@ import contextlib
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import os
 import tempfile
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from .fetch import is_video_url, load_media_url
 from .media import (VIDEO_SUFFIXES, ImageEmbeds, Recent, Video, image_digest, is_video_name, load_image,
                     load_image_embeds, load_video)
 from .registry import Sampling
-from .settings import ENCODED_IMAGES_KEPT, VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
+from .settings import ENCODED_IMAGES_KEPT, PAGE_RENDERS_KEPT, VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
 from .families.grounding import Grounding
 from .grounding import draw as draw_boxes
 from .grounding import place
@@ -227,14 +229,18 @@ def stats_of(done: Done) -> Stats:
 
 PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
 """The prompt and expansion panels."""
-CHAT_OUTPUTS = (*PANEL_OUTPUTS, "chat", "stats", "stats_data", "box", "engine_state",
-                "export_json", "export_curl", "export_py", "boxes")
-"""What ``/chat`` and ``/retry`` return, in this order (read them by name with ``named_outputs``)."""
+CHAT_OUTPUTS = ("chat", "stats", "stats_data", "boxes")
+"""What ``/chat`` and ``/retry`` stream, in this order (read them by name with ``named_outputs``): what changes
+while the answer streams. Gradio's cost per streamed update grows with its outputs (each is post-processed,
+its files checked, in a worker thread), and an output left out of an update costs more still (a property
+update rebuilds its configuration), so the panels of the same render have their own event (``/panels``)."""
+RENDER_OUTPUTS = (*PANEL_OUTPUTS, "engine_state", "export_json", "export_curl", "export_py")
+"""What ``/panels`` returns: the panels and Export of the render the session's last answer was generated from."""
 INSPECT_OUTPUTS = (*PANEL_OUTPUTS, "engine_state", "stats")
 """What ``/inspect`` returns, in this order."""
 COMPARE_OUTPUTS = ("compare_a", "compare_a_gallery", "compare_b", "compare_b_gallery")
 """What ``/compare`` returns, in this order."""
-API_OUTPUTS = {"chat": CHAT_OUTPUTS, "retry": CHAT_OUTPUTS, "inspect": INSPECT_OUTPUTS,
+API_OUTPUTS = {"chat": CHAT_OUTPUTS, "retry": CHAT_OUTPUTS, "panels": RENDER_OUTPUTS, "inspect": INSPECT_OUTPUTS,
                "compare": COMPARE_OUTPUTS, "undo": ("chat",), "clear": ("chat", *PANEL_OUTPUTS, "stats", "boxes")}
 """Each API endpoint's outputs by name."""
 
@@ -428,6 +434,9 @@ class Page:
     model: Any
     engine_state: Any
     state: Any
+    rendered: Any
+    """The session's last render for an answer, as ``(serial, clear the message box)`` (its change shows the
+    panels and clears the box)."""
     system: Any
     controls: Controls
     temperature: Any
@@ -485,7 +494,7 @@ def layout(service: ChatService, default_model: str) -> Page:
     spec = registry.get(default_model)
     gr.Markdown("# vlm-demo\nChat with a vision-language model served by vLLM and see exactly what the "
                 "engine receives: the rendered prompt, each image's tokens, and the streamed answer.")
-    parts: dict[str, Any] = {"state": gr.State(Conversation())}
+    parts: dict[str, Any] = {"state": gr.State(Conversation()), "rendered": gr.State((0, False))}
     with gr.Row():
         parts["model"] = gr.Dropdown(choices=choices, value=default_model, label="Model", scale=2, elem_id="model")
         parts["engine_state"] = gr.Markdown(_state_text(service, default_model), elem_id="engine-state")
@@ -560,6 +569,15 @@ def layout(service: ChatService, default_model: str) -> Page:
 
 
 @dataclasses.dataclass
+class _Render:
+    """A session's render for an answer (the request as the engine got it), and its panels once drawn."""
+
+    request: ChatRequest
+    inspection: Inspection
+    view: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass
 class _Live:
     """A session's answer while it streams: the conversation as last shown, and whether Stop was pressed."""
 
@@ -585,6 +603,9 @@ class Handlers:
         self.page = page
         self._live: dict[str, _Live] = {}
         """Each session's streaming answer (Stop waits for it to end, then marks what was shown)."""
+        self._renders: OrderedDict[str, _Render] = OrderedDict()
+        """Each session's last render for an answer, for its panels (``PAGE_RENDERS_KEPT`` sessions at most)."""
+        self._serial = itertools.count(1)
 
     # -- requests
 
@@ -659,14 +680,14 @@ class Handlers:
             self._live[session] = live
         try:
             async for update in self._answer(conversation, request, clear_box, live,
-                                           marks if marks is not None else {}):
+                                           marks if marks is not None else {}, session or ""):
                 yield update
         finally:  # ended, failed or cancelled (Stop, a closed tab)
             if session and self._live.get(session) is live:
                 del self._live[session]
 
     async def _answer(self, conversation: Conversation, request: ChatRequest, clear_box: bool, live: _Live,
-                      marks: dict[str, float]):
+                      marks: dict[str, float], session: str):
         page = self.page
         shown: dict[str, Any] = {}
         last = 0.0
@@ -688,12 +709,12 @@ class Handlers:
                 if isinstance(event, Rendered):
                     marks["rendered"] = time.time()
                     sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine got it
-                    shown = await asyncio.to_thread(self.rendered_view, sent, event.inspection)
-                    shown |= {"stats": "generating…", "stats_data": stats_data(None, "streaming"), "boxes": []}
+                    rendered = self._keep_render(session, _Render(sent, event.inspection))
+                    shown = {"stats": "generating…", "stats_data": stats_data(None, "streaming"), "boxes": []}
                     boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
-                    marks["panels"] = time.time()
-                    first = page.values(**shown, chat=chat_messages(conversation)) | {page.state: live.shown(conversation)}
-                    yield first | ({page.box: None} if clear_box else {})  # None clears the box (a value, not a costly update)
+                    marks["panels"] = time.time()  # handed to the panels' own event (drawn there, in parallel)
+                    yield page.values(**shown, chat=chat_messages(conversation)) | {
+                        page.state: live.shown(conversation), page.rendered: (rendered, clear_box)}
                 elif isinstance(event, Delta):
                     conversation = conversation.with_last(answer=event.answer, reasoning=event.reasoning)
                     now = time.perf_counter()
@@ -710,7 +731,26 @@ class Handlers:
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": stats_text(stats),
                                                  "stats_data": stats_data(stats, "done", marks)}) | {page.state: live.shown(conversation)}
 
+    def _keep_render(self, session: str, render: _Render) -> int:
+        """Keep ``render`` as ``session``'s last; returns its serial number."""
+        self._renders[session] = render
+        self._renders.move_to_end(session)
+        while len(self._renders) > PAGE_RENDERS_KEPT:
+            self._renders.popitem(last=False)
+        return next(self._serial)
+
     # -- events
+
+    async def panels(self, request: gr.Request, rendered: Any) -> dict[Any, Any]:
+        """The panels and Export of the render the session's last answer was generated from (the ``/panels``
+        API; on the page, shown as soon as that answer's render is there)."""
+        render = self._renders.get(getattr(request, "session_hash", None) or "")
+        if render is None:
+            return self.page.values(prompt="", runs="", table=[], gallery=[], budget="", export_json="",
+                                    export_curl="", export_py="")
+        if render.view is None:  # drawn once, in a worker thread
+            render.view = await asyncio.to_thread(self.rendered_view, render.request, render.inspection)
+        return self.page.values(**{name: render.view[name] for name in RENDER_OUTPUTS})
 
     async def submit(self, request: gr.Request, message, conversation, model, system, temperature, top_p,
                      max_tokens, seed, *rest):
@@ -771,8 +811,9 @@ class Handlers:
         conversation = _conversation(conversation).undo()
         return self.page.values(chat=chat_messages(conversation)) | {self.page.state: conversation}
 
-    def clear(self) -> dict[Any, Any]:
+    def clear(self, request: gr.Request) -> dict[Any, Any]:
         """Start a new conversation (the ``/clear`` API)."""
+        self._renders.pop(getattr(request, "session_hash", None) or "", None)
         return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[]) | {
             self.page.state: Conversation()}
 
@@ -844,12 +885,17 @@ def wire(page: Page, on: Handlers) -> None:
     """Connect the page's events to the handlers; each API endpoint is named."""
     controls = page.controls.components
     sampling = page.sampling
-    chat_outputs = [*page.out(CHAT_OUTPUTS), page.state]
+    chat_outputs = [*page.out(CHAT_OUTPUTS), page.state, page.rendered]
     chat_event = page.box.submit(on.submit, [page.box, page.state, page.model, page.system, *sampling, *controls,
                                              page.urls, page.detect], chat_outputs, api_name="chat")
     chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
     retry_event = page.retry_btn.click(on.retry, [page.state, page.model, page.system, *sampling, *controls,
                                                   page.detect], chat_outputs, api_name="retry")
+    # An answer's render: its panels in their own event (not repeated in every streamed update), the box cleared
+    page.rendered.change(on.panels, page.rendered, page.out(RENDER_OUTPUTS), api_name="panels",
+                         concurrency_limit=None)  # never behind the answers streaming
+    page.rendered.change(lambda rendered: None if rendered[1] else gr.skip(), page.rendered, page.box,
+                         api_name=False, queue=False)
     page.stop_btn.click(on.stop, page.state, [page.chat, page.stats, page.stats_data, page.state],
                         cancels=[chat_event, retry_event], api_name="stop")
     page.undo_btn.click(on.undo, page.state, [page.chat, page.state], api_name="undo")
