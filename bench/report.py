@@ -107,7 +107,7 @@ def markdown(data: dict) -> str:
     plan = data["plan"]
     tokens = plan["loads"][0]["max_tokens"]
     lines = [
-        "# Benchmark: the app against the raw engine and a transformers-generate demo",
+        "# Benchmark: the app against the raw engine, vllm serve and a transformers-generate demo",
         "",
         f"`python bench/run.py{' --quick' if data['mode'] == 'quick' else ''}`, {data['started']}, "
         f"{data['duration_s']:.0f} s. Machine: **{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB**, "
