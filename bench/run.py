@@ -4,10 +4,11 @@
 
 Runs, in one go on this machine, with the tiny models (one picture per request, fixed ``max_tokens``,
 ``ignore_eos``): (a) the raw ``AsyncLLM`` at 1, 4 and 8 concurrent streams; (b) the same load through
-the chat service and through the Gradio HTTP API (``gradio_client`` users in their own process), with
-where the first-token time goes at 1 user; (c) transformers ``generate`` + ``TextIteratorStreamer``, one
-request at a time; (d) time to first token with and without the inspection, and ``inspect`` with vLLM's
-renderer alone against starting the engine; (e) model switching: time and resident memory; (f) the peer:
+the chat service and through the Gradio HTTP API (``gradio_client`` users in their own process, and
+users that read the page's server-sent events as a browser does), with where the first-token time goes at
+1 user; (c) transformers ``generate`` + ``TextIteratorStreamer``, one request at a time; (d) time to first
+token with and without the inspection, and ``inspect`` with vLLM's renderer alone against starting the
+engine; (e) model switching: time and resident memory; (f) the peer:
 ``vllm serve``'s OpenAI server with streaming clients in their own process; (g) three-turn conversations,
 raw against the app. Writes ``benchmark.md``, ``benchmark.json`` and ``benchmark.png`` into ``--out``
 (``docs/`` for a full run) and ends with one line:
@@ -92,6 +93,10 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+USERS = {"gradio": "bench.gradio_load", "browser": "bench.browser_load"}
+"""The app's users by kind: the module that runs them."""
+
+
 class AppServer:
     """``bench/app_server.py`` in a subprocess, driven over HTTP."""
 
@@ -141,19 +146,22 @@ class AppServer:
                 pass
         return {"app": sum(root.cpu_times()[:2]), "engine": engine}
 
-    def users(self, model: str, load: Load, picture: Path) -> dict:
+    def users(self, model: str, load: Load, picture: Path, kind: str = "gradio") -> dict:
+        """One load of ``kind`` users: ``gradio`` (``bench.gradio_load``, gradio_client) or ``browser``
+        (``bench.browser_load``, the page's own protocol: server-sent events read as they arrive)."""
         before = self.cpu_s()
         out = subprocess.run(
-            [PY, "-m", "bench.gradio_load", "--url", self.url, "--model", model, "--users", str(load.streams),
+            [PY, "-m", USERS[kind], "--url", self.url, "--model", model, "--users", str(load.streams),
              "--per-user", str(load.per_stream), "--max-tokens", str(load.max_tokens), "--picture", str(picture)],
             cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=900)
         if out.returncode:
-            raise RuntimeError(f"gradio users failed: {out.stderr[-2000:]}")
+            raise RuntimeError(f"{kind} users failed: {out.stderr[-2000:]}")
         data = json.loads(out.stdout.strip().splitlines()[-1])
         if data["errors"]:
-            raise RuntimeError(f"gradio users saw errors: {data['errors'][:3]}")
+            raise RuntimeError(f"{kind} users saw errors: {data['errors'][:3]}")
         after = self.cpu_s()
         data["interval_s"] = self.interval
+        data["kind"] = kind
         data["cpu_per_request_s"] = {"app": (after["app"] - before["app"]) / data["requests"],
                                      "engine": (after["engine"] - before["engine"]) / data["requests"],
                                      "users": data["cpu_s"] / data["requests"]}
@@ -238,7 +246,7 @@ CPU_LOG: list[dict] = []
 
 
 def gradio_result(model: str, load: Load, data: dict, path: str = "gradio") -> Result:
-    CPU_LOG.append({"model": model, "streams": load.streams, "interval_s": data.get("interval_s"),
+    CPU_LOG.append({"model": model, "users_kind": path, "streams": load.streams, "interval_s": data.get("interval_s"),
                     **{k: round(v, 4) for k, v in data["cpu_per_request_s"].items()}})
     return Result(path, model, load.streams, data["requests"], data["tokens"], data["wall_s"], data["ttft_s"])
 
@@ -291,7 +299,7 @@ def hf_results(model: str, data: dict, streams: tuple[int, ...]) -> list[Result]
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="one model, few requests (under 5 minutes)")
+    p.add_argument("--quick", action="store_true", help="one model, few requests (about 5 minutes)")
     p.add_argument("--out", type=Path, default=None, help="where the table, JSON and plot go (default: docs/, "
                    "or bench/results-quick/ with --quick)")
     args = p.parse_args(argv)
@@ -349,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
                             f"{k} {v * 1000:.0f} ms" for k, v in steps[-1]["steps"].items()))
                     r = gradio_result(model, load, d)
                     log(f"  {model} gradio   {load.streams} users:   {r.tokens_per_s:7.0f} tokens/s, "
+                        f"TTFT p50 {pct(r.ttft_s, 50) * 1000:.0f} ms")
+                    results.append(r)
+                for load in run_plan.loads:  # the same load from users that read the stream as the page does
+                    r = gradio_result(model, load, server.users(model, load, picture, "browser"), "browser")
+                    log(f"  {model} browser  {load.streams} users:   {r.tokens_per_s:7.0f} tokens/s, "
                         f"TTFT p50 {pct(r.ttft_s, 50) * 1000:.0f} ms")
                     results.append(r)
                 if i == 0:

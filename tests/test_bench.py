@@ -20,11 +20,11 @@ def test_quick_benchmark_runs_and_writes_its_table(tmp_path, report):
     report(f"bench --quick: {line}")
     table = (tmp_path / "benchmark.md").read_text()
     assert "## Ratios at 8 streams" in table and "| tiny-qwen2.5-vl |" in table
-    for path in ("raw AsyncLLM", "app: chat service", "app: Gradio API", "vllm serve (OpenAI server)",
+    for path in ("raw AsyncLLM", "app: chat service", "app: Gradio API", "app: page protocol", "vllm serve (OpenAI server)",
                  "transformers generate"):
         assert f"| {path} | 8 |" in table, path
     data = json.loads((tmp_path / "benchmark.json").read_text())
-    assert {r["path"] for r in data["results"]} == {"raw", "service", "gradio", "serve", "transformers"}
+    assert {r["path"] for r in data["results"]} == {"raw", "service", "gradio", "browser", "serve", "transformers"}
     assert all(r["tokens"] == r["requests"] * 256 for r in data["results"]), "every answer has max_tokens tokens"
     # where the first-token time goes, turns 2-3 with their cached tokens, inspect without an engine
     (steps,) = data["first_token_steps"]

@@ -1,0 +1,138 @@
+"""Users of the running app that talk to it as the page does in a browser, in their own process: each question's
+picture uploaded when it is attached (before Enter), then the question a join of Gradio's queue and its
+server-sent events read as they arrive (httpx, asyncio), where ``gradio_client`` (``bench.gradio_load``) uploads
+inside ``submit`` and looks for new messages in three polling loops per user (every 1-2 ms there). Each of ``--users`` asks ``--per-user``
+questions back to back, each in a new conversation (a new session). Prints one JSON object.
+
+    python -m bench.browser_load --url URL --model NAME --users 8 --per-user 4 --max-tokens 128 --picture FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+import httpx
+from gradio_client import Client
+from gradio_client.utils import apply_diff
+
+from vlm_demo.ui import named_outputs
+
+from .gradio_load import chat_args
+
+
+class Page:
+    """The app's ``/chat`` endpoint as the page calls it: its index in Gradio's queue, and the data of one
+    question (``gradio_client`` resolves the endpoint and its inputs, state included, once)."""
+
+    def __init__(self, url: str, model: str, picture: str, max_tokens: int):
+        client = Client(url, verbose=False, download_files=False)
+        try:
+            endpoint = client.endpoints[client._infer_fn_index("/chat", None)]
+            self.fn_index = endpoint.fn_index
+            args = chat_args(model, picture, max_tokens)
+            self.data = list(endpoint.process_input_files(*endpoint.insert_empty_state(*args)))
+        finally:
+            client.close()
+        self.picture = picture
+        self.join_url = url.rstrip("/") + "/gradio_api/queue/join"
+        self.data_url = url.rstrip("/") + "/gradio_api/queue/data"
+        self.upload_url = url.rstrip("/") + "/gradio_api/upload"
+
+    async def question(self, client: httpx.AsyncClient) -> list[Any]:
+        """The data of one question, its picture uploaded now (the page uploads a file when it is attached)."""
+        with open(self.picture, "rb") as f:
+            uploaded = await client.post(self.upload_url, files={"files": (os.path.basename(self.picture), f)})
+        uploaded.raise_for_status()
+        path = uploaded.json()[0]
+
+        def swap(value: Any) -> Any:
+            if isinstance(value, dict) and (value.get("meta") or {}).get("_type") == "gradio.FileData":
+                return {**value, "path": path}
+            if isinstance(value, dict):
+                return {k: swap(v) for k, v in value.items()}
+            return [swap(v) for v in value] if isinstance(value, list) else value
+
+        return swap(self.data)
+
+
+def first_text(outputs: list[Any]) -> bool:
+    """Whether the chat output shows answer text yet."""
+    chat = named_outputs("chat", outputs[:4])["chat"]
+    return isinstance(chat, list) and bool(chat) and chat[-1]["role"] == "assistant" and bool(chat[-1]["content"])
+
+
+async def ask(client: httpx.AsyncClient, page: Page) -> tuple[float, int]:
+    """One question in a new session: time from the join (Enter) to the first answer text, tokens generated."""
+    session = uuid.uuid4().hex[:11]
+    data = await page.question(client)
+    t0 = time.perf_counter()
+    joined = await client.post(page.join_url, json={"data": data, "fn_index": page.fn_index,
+                                                   "session_hash": session, "event_data": None, "trigger_id": None})
+    joined.raise_for_status()
+    ttft, outputs = 0.0, None
+    async with client.stream("GET", page.data_url, params={"session_hash": session}) as response:
+        response.raise_for_status()
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            msg = json.loads(line[5:])
+            if msg.get("msg") == "process_generating":
+                data = msg["output"]["data"]
+                outputs = list(data) if outputs is None else [apply_diff(o, d) for o, d in zip(outputs, data, strict=True)]
+                if not ttft and first_text(outputs):
+                    ttft = time.perf_counter() - t0
+            elif msg.get("msg") == "process_completed":
+                if not msg.get("success", True):
+                    raise RuntimeError(f"the app answered with an error: {str(msg.get('output'))[:300]}")
+                outputs = msg["output"]["data"]
+                break
+    stats = named_outputs("chat", (outputs or [None] * 4)[:4])["stats_data"]
+    if not isinstance(stats, dict) or stats.get("status") != "done":
+        raise RuntimeError(f"the answer did not finish: {stats!r}")
+    return ttft or time.perf_counter() - t0, stats["tokens"]
+
+
+async def load(page: Page, users: int, per_user: int) -> dict:
+    runs: list[tuple[float, int]] = []
+    errors: list[str] = []
+    limits = httpx.Limits(max_connections=2 * users, max_keepalive_connections=2 * users)
+    async with httpx.AsyncClient(timeout=600, limits=limits, trust_env=False) as client:
+        async def user() -> None:
+            for _ in range(per_user):
+                try:
+                    runs.append(await ask(client, page))
+                except (httpx.HTTPError, ValueError, RuntimeError) as exc:
+                    errors.append(repr(exc)[:300])
+
+        t0, cpu0 = time.perf_counter(), os.times()
+        await asyncio.gather(*(user() for _ in range(users)))
+        wall = time.perf_counter() - t0
+        cpu = os.times()
+    return {"users": users, "wall_s": wall, "ttft_s": [r[0] for r in runs], "tokens": sum(r[1] for r in runs),
+            "requests": len(runs), "errors": errors, "cpu_s": cpu.user + cpu.system - cpu0.user - cpu0.system}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--url", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--users", type=int, default=8)
+    p.add_argument("--per-user", type=int, default=4)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--picture", required=True)
+    args = p.parse_args(argv)
+    page = Page(args.url, args.model, args.picture, args.max_tokens)
+    json.dump(asyncio.run(load(page, args.users, args.per_user)), sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
