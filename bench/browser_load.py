@@ -9,7 +9,6 @@ questions back to back, each in a new conversation (a new session). Prints one J
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -24,6 +23,7 @@ from gradio_client.utils import apply_diff
 
 from vlm_demo.ui import named_outputs
 
+from .common import run_users, users_parser
 from .gradio_load import chat_args
 
 
@@ -100,34 +100,13 @@ async def ask(client: httpx.AsyncClient, page: Page) -> tuple[float, int]:
 
 
 async def load(page: Page, users: int, per_user: int) -> dict:
-    runs: list[tuple[float, int]] = []
-    errors: list[str] = []
     limits = httpx.Limits(max_connections=2 * users, max_keepalive_connections=2 * users)
     async with httpx.AsyncClient(timeout=600, limits=limits, trust_env=False) as client:
-        async def user() -> None:
-            for _ in range(per_user):
-                try:
-                    runs.append(await ask(client, page))
-                except (httpx.HTTPError, ValueError, RuntimeError) as exc:
-                    errors.append(repr(exc)[:300])
-
-        t0, cpu0 = time.perf_counter(), os.times()
-        await asyncio.gather(*(user() for _ in range(users)))
-        wall = time.perf_counter() - t0
-        cpu = os.times()
-    return {"users": users, "wall_s": wall, "ttft_s": [r[0] for r in runs], "tokens": sum(r[1] for r in runs),
-            "requests": len(runs), "errors": errors, "cpu_s": cpu.user + cpu.system - cpu0.user - cpu0.system}
+        return await run_users(lambda: ask(client, page), users, per_user, (httpx.HTTPError, ValueError, RuntimeError))
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--url", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--users", type=int, default=8)
-    p.add_argument("--per-user", type=int, default=4)
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--picture", required=True)
-    args = p.parse_args(argv)
+    args = users_parser(__doc__).parse_args(argv)
     page = Page(args.url, args.model, args.picture, args.max_tokens)
     json.dump(asyncio.run(load(page, args.users, args.per_user)), sys.stdout)
     print()

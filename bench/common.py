@@ -1,10 +1,15 @@
-"""Pieces the benchmark's processes share: the load, the pictures, percentiles and the machine's name."""
+"""Pieces the benchmark's processes share: the load, the users' arguments and loop, the pictures, percentiles and
+the machine's name."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import os
 import platform
 import statistics
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -26,12 +31,46 @@ class Load:
     """Tokens every answer has (``ignore_eos``)."""
 
 
+def users_parser(doc: str) -> argparse.ArgumentParser:
+    """The arguments of each users module (``bench.gradio_load``, ``bench.browser_load``, ``bench.serve_load``)."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--url", required=True)
+    p.add_argument("--model", required=True, help="the model's registry (and served) name")
+    p.add_argument("--users", type=int, default=8)
+    p.add_argument("--per-user", type=int, default=4)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--picture", required=True)
+    return p
+
+
+async def run_users(ask: Callable[[], Awaitable[tuple[float, int]]], users: int, per_user: int,
+                    expected: tuple[type[Exception], ...]) -> dict:
+    """``users`` coroutines, each awaiting ``ask()`` (time to first text, tokens) ``per_user`` times back to
+    back; errors of the ``expected`` kinds are counted, not raised. The load's figures and the users' own CPU."""
+    runs: list[tuple[float, int]] = []
+    errors: list[str] = []
+
+    async def user() -> None:
+        for _ in range(per_user):
+            try:
+                runs.append(await ask())
+            except expected as exc:
+                errors.append(repr(exc)[:300])
+
+    t0, cpu0 = time.perf_counter(), os.times()
+    await asyncio.gather(*(user() for _ in range(users)))
+    wall = time.perf_counter() - t0
+    cpu = os.times()
+    return {"users": users, "wall_s": wall, "ttft_s": [r[0] for r in runs], "tokens": sum(r[1] for r in runs),
+            "requests": len(runs), "errors": errors, "cpu_s": cpu.user + cpu.system - cpu0.user - cpu0.system}
+
+
 @dataclass
 class Result:
     """Figures of one load on one path."""
 
     path: str
-    """raw, service, gradio or transformers."""
+    """raw, service, gradio, browser, serve or transformers."""
     model: str
     streams: int
     requests: int

@@ -6,7 +6,6 @@ not the app's: each of ``--users`` threads asks ``--per-user`` questions back to
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -22,7 +21,7 @@ from vlm_demo.registry import load_registry
 from vlm_demo.settings import Settings
 from vlm_demo.ui import api_inputs, named_outputs
 
-from .common import QUESTION
+from .common import QUESTION, users_parser
 
 
 def chat_args(model: str, picture: str, max_tokens: int) -> list:
@@ -99,14 +98,7 @@ def ask(client: Client, args: list) -> tuple[float, int, float, float, dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--url", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--users", type=int, default=8)
-    p.add_argument("--per-user", type=int, default=4)
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--picture", required=True)
-    args = p.parse_args(argv)
+    args = users_parser(__doc__).parse_args(argv)
     inputs = chat_args(args.model, args.picture, args.max_tokens)
     # The users read the streamed text; they do not download the pictures of each update.
     clients = [Client(args.url, verbose=False, download_files=False) for _ in range(args.users)]

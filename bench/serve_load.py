@@ -8,18 +8,16 @@ back, with the same picture, question and sampling as the app's load. Prints one
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from .common import QUESTION
+from .common import QUESTION, run_users, users_parser
 
 
 def body(model: str, picture: Path, max_tokens: int, allowed: list[int] | None) -> dict:
@@ -53,37 +51,17 @@ async def ask(client: httpx.AsyncClient, request: dict) -> tuple[float, int]:
 
 
 async def load(url: str, request: dict, users: int, per_user: int) -> dict:
-    runs: list[tuple[float, int]] = []
-    errors: list[str] = []
     limits = httpx.Limits(max_connections=users, max_keepalive_connections=users)
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits, trust_env=False) as client:
-        async def user() -> None:
-            for _ in range(per_user):
-                try:
-                    runs.append(await ask(client, request))
-                except (httpx.HTTPError, ValueError) as exc:
-                    errors.append(repr(exc)[:300])
-
-        t0, cpu0 = time.perf_counter(), os.times()
-        await asyncio.gather(*(user() for _ in range(users)))
-        wall = time.perf_counter() - t0
-        cpu = os.times()
-    return {"users": users, "wall_s": wall, "ttft_s": [r[0] for r in runs], "tokens": sum(r[1] for r in runs),
-            "requests": len(runs), "errors": errors, "cpu_s": cpu.user + cpu.system - cpu0.user - cpu0.system}
+        return await run_users(lambda: ask(client, request), users, per_user, (httpx.HTTPError, ValueError))
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--url", required=True)
-    p.add_argument("--model", required=True, help="the served model name")
-    p.add_argument("--users", type=int, default=8)
-    p.add_argument("--per-user", type=int, default=4)
-    p.add_argument("--max-tokens", type=int, default=256)
-    p.add_argument("--picture", type=Path, required=True)
+    p = users_parser(__doc__)
     p.add_argument("--allowed-token-ids", type=Path, default=None, help="a JSON list of token ids")
     args = p.parse_args(argv)
     allowed = json.loads(args.allowed_token_ids.read_text()) if args.allowed_token_ids else None
-    request = body(args.model, args.picture, args.max_tokens, allowed)
+    request = body(args.model, Path(args.picture), args.max_tokens, allowed)
     json.dump(asyncio.run(load(args.url, request, args.users, args.per_user)), sys.stdout)
     print()
     return 0
