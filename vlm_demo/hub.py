@@ -2,14 +2,14 @@
 
 ``download`` lists the repository, picks the files vLLM loads (``needed_files``: config, tokenizer,
 processor and chat template files, remote code, and one weight format) and fetches them with
-``huggingface_hub.snapshot_download`` into Hugging Face's own cache; the page shows its bytes bar
-(``gr.Progress(track_tqdm=True)``). Every failure becomes one line in an ``EngineStartError``.
+``huggingface_hub.snapshot_download`` into Hugging Face's own cache, telling its bytes as they come (the page's
+progress while an engine starts). Every failure becomes one line in an ``EngineStartError``.
 """
 
 from __future__ import annotations
 
 import glob
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import EngineStartError
@@ -52,12 +52,14 @@ def needed_files(files: Iterable[str]) -> list[str]:
     return [f for f in files if f in chosen]
 
 
-def download(repo: str, revision: str | None, settings: Settings) -> str:
+def download(repo: str, revision: str | None, settings: Settings,
+             on_bytes: Callable[[int, int], None] | None = None) -> str:
     """Fetch what vLLM needs of ``repo`` at ``revision`` (the default branch when None) into the Hugging
     Face cache and return the snapshot directory. Files fetched earlier are kept, so a second try after a
     failure fetches only what is still missing (huggingface_hub 2.4 drops a half-fetched file); a
     connection cut mid-file is resumed (an HTTP Range request) a few times within the same call before it
-    counts as failed."""
+    counts as failed. ``on_bytes(done, total)`` hears the download's bytes as they are written (the page's
+    progress; called from huggingface_hub's worker threads)."""
     from huggingface_hub import HfApi, snapshot_download
 
     try:
@@ -68,7 +70,7 @@ def download(repo: str, revision: str | None, settings: Settings) -> str:
         if files is None:
             raise _one_line(repo, revision, exc) from None
     patterns = [glob.escape(f) for f in needed_files(files)]
-    bars, made = _page_bars(f"downloading {repo}")
+    bars, made = _byte_bars(on_bytes)
     try:
         return snapshot_download(repo, revision=revision, allow_patterns=patterns,
                                  etag_timeout=settings.hub_timeout_s, tqdm_class=bars)
@@ -83,14 +85,10 @@ BYTES_BAR = "huggingface_hub.snapshot_download"
 """The name snapshot_download gives its bar of bytes written (of all files being fetched)."""
 
 
-def _page_bars(desc: str) -> tuple[type, list[Any]]:
-    """A tqdm class for ``snapshot_download``'s bars, and the list of the bars it makes.
-
-    The page tracks every tqdm bar made while it waits (Gradio's ``track_tqdm``), and counts each update
-    on the newest one; snapshot_download makes three (bytes received, bytes written, files done), so the
-    page would count bytes as files. Only the bytes-written bar stays tracked, named ``desc``, with its
-    growing total as the tracked length; the others leave the tracker (they still show in a terminal).
-    """
+def _byte_bars(on_bytes: Callable[[int, int], None] | None) -> tuple[type, list[Any]]:
+    """A tqdm class for ``snapshot_download``'s bars, and the list of the bars it makes. Of the three it makes
+    (bytes received, bytes written, files done), the bytes-written bar's count and growing total go to
+    ``on_bytes``; all still show in a terminal."""
     from huggingface_hub.utils import tqdm as hf_tqdm
 
     made: list[Any] = []
@@ -98,19 +96,14 @@ def _page_bars(desc: str) -> tuple[type, list[Any]]:
     class Bars(hf_tqdm):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any):
             self._bytes = kwargs.get("name") == BYTES_BAR
-            if self._bytes:
-                kwargs["desc"] = desc
+            self._done = 0  # counted here: a disabled bar (no terminal) keeps no count of its own
             super().__init__(*args, **kwargs)
             made.append(self)
-            tracker = getattr(self, "_progress", None)  # set by Gradio's track_tqdm while the page waits
-            if tracker is not None and not self._bytes:
-                tracker.close(self)
-                self._progress = None
 
         def update(self, n: float | None = 1) -> bool | None:
-            for tracked in getattr(getattr(self, "_progress", None), "iterables", ()):
-                if getattr(tracked, "_tqdm", None) is self:
-                    tracked.length = self.total or None
+            self._done += int(n or 0)
+            if self._bytes and on_bytes is not None:
+                on_bytes(self._done, int(self.total or 0))
             return super().update(n)
 
     return Bars, made

@@ -46,6 +46,37 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 
 EngineState = Literal["not loaded", "loading", "ready"]
 
+
+@dataclasses.dataclass(frozen=True)
+class StartProgress:
+    """Where a starting engine stands (what the page shows while a person waits for it)."""
+
+    phase: str
+    """What the start is doing now, in words ("downloading Qwen/Qwen2.5-VL-3B-Instruct", "starting vLLM's engine
+    processes (weights, memory profiling)")."""
+    since: float
+    """When the start began (``time.monotonic()``)."""
+    bytes_done: int = 0
+    """Bytes fetched so far (a Hub download; 0 otherwise)."""
+    bytes_total: int = 0
+    """Bytes to fetch as known so far (a Hub download; 0 otherwise)."""
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the start began."""
+        return time.monotonic() - self.since
+
+    def text(self) -> str:
+        """"starting vLLM's engine processes (weights, memory profiling) · 12 s" (with "· 1.2 of 6.0 GB" while
+        downloading)."""
+        fetched = (f" · {self.bytes_done / 1e9:.2f} of {self.bytes_total / 1e9:.2f} GB" if self.bytes_total
+                   else "")
+        return f"{self.phase}{fetched} · {self.elapsed_s:.0f} s"
+
+
+MAX_TOKENS_PER_CHAR = 4
+"""Most tokens one character can span (a UTF-8 character has at most 4 bytes; a byte-level tokenizer's worst case)."""
+
 PLAIN_TEXT = frozenset(" \n.,;:!?'\"-()")
 """What a printable-only answer may hold besides letters and digits: spaces, newlines and sentence
 punctuation. Markdown and HTML syntax (``* _ ` [ ] < > # | ~ $ \\``) is left out: random text full of it
@@ -131,6 +162,23 @@ class Renderer:
         """Each distinct id's own text (the id decoded alone), for the prompt view's hover titles."""
         distinct = sorted(set(ids))
         return dict(zip(distinct, self.tokenizer.batch_decode([[i] for i in distinct]), strict=True))
+
+    def joined_texts(self, ids: Sequence[int], texts: Mapping[int, str]) -> dict[int, tuple[int, str]]:
+        """Where a character spans several tokens (each alone decodes to U+FFFD: a byte of a multi-byte UTF-8
+        character), the whole character: ``{position: (tokens, text)}`` for the prompt view, which would
+        otherwise show a replacement mark per token."""
+        joined: dict[int, tuple[int, str]] = {}
+        pos = 0
+        while pos < len(ids):
+            if "\ufffd" in texts.get(ids[pos], "") and ids[pos] not in self._special_names:
+                for end in range(pos + 2, min(len(ids), pos + MAX_TOKENS_PER_CHAR) + 1):
+                    text = self.tokenizer.decode(ids[pos:end])
+                    if "\ufffd" not in text:
+                        joined[pos] = (end - pos, text)
+                        pos = end - 1
+                        break
+            pos += 1
+        return joined
 
     @functools.cached_property
     def _special_names(self) -> dict[int, str]:
@@ -407,6 +455,7 @@ class Engine(Renderer):
         engine core end on its own before it kills the core's process tree (None: vLLM's default, 5 s)."""
         if self._llm is None:
             return
+        _stop_output_handler(self._llm)
         self._llm.shutdown(timeout=grace_s)
         self._llm = None  # collected now, not at interpreter exit (where vLLM's __del__ fails)
         # Ctrl-C also reaches the engine's own processes: a core that ended on it leaves vLLM nothing to kill,
@@ -416,6 +465,31 @@ class Engine(Renderer):
             proc.kill()
         psutil.wait_procs(alive, timeout=5)
         _unlink_shared_memory(self.shared_memory)
+
+
+def _stop_output_handler(llm: Any, wait_s: float = 2.0) -> None:
+    """Cancel the ``AsyncLLM``'s output handler task before its engine core is shut down. vLLM 0.32's
+    ``AsyncLLM.shutdown`` stops the core first, and the handler, waiting on the core, then logs "AsyncLLM
+    output_handler failed" with an ``EngineDeadError`` traceback before its cancellation arrives (every model
+    switch put a traceback in the app's log). From another thread than the handler's loop (a switch shuts the old
+    engine down in a worker thread) this waits until the cancellation has been delivered."""
+    handler = getattr(llm, "output_handler", None)
+    if handler is None or handler.done():
+        return
+    loop = handler.get_loop()
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop or not loop.is_running():
+        handler.cancel()  # delivered before the handler runs again: it cannot run until this thread yields
+        return
+
+    async def cancel() -> None:
+        handler.cancel()
+        await asyncio.wait({handler}, timeout=wait_s)
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(cancel(), loop).result(timeout=wait_s + 1)
 
 
 def _with_torch_embeds(message: dict[str, Any]) -> dict[str, Any]:
@@ -579,10 +653,13 @@ class EngineManager:
         self.settings = settings
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._remote: dict[str, RemoteEngine] = {}
-        self._loading: set[str] = set()
+        self._loading: dict[str, StartProgress] = {}
+        """The engines starting now, with where each stands."""
         self._renderers: OrderedDict[str, Renderer] = OrderedDict()
         """Renderers without an engine, most recently used last (``RENDERERS_KEPT`` at most)."""
         self._lock = asyncio.Lock()
+        self._starts: dict[str, asyncio.Future[Engine]] = {}
+        """Each model's engine start in progress (or last ended), which callers share."""
         self.starts = 0
         """How many engines this manager has started (tests check singletons with it)."""
 
@@ -593,6 +670,16 @@ class EngineManager:
         if name in self._loading:
             return "loading"
         return "ready" if name in self._engines else "not loaded"
+
+    def progress(self, name: str) -> StartProgress | None:
+        """Where the start of the model's engine stands, while it starts; None otherwise."""
+        return self._loading.get(name)
+
+    def _phase(self, name: str, phase: str, **fields: int) -> None:
+        """Note the phase a start has reached (called from the start's worker thread too)."""
+        found = self._loading.get(name)
+        if found is not None:
+            self._loading[name] = dataclasses.replace(found, phase=phase, **fields)
 
     def running_requests(self) -> int:
         """Requests all running engines hold right now (0 when idle)."""
@@ -616,27 +703,46 @@ class EngineManager:
         if engine is not None and not engine.dead:
             self._engines.move_to_end(spec.name)
             return engine
-        async with self._lock:
-            engine = self._engines.get(spec.name)
-            if engine is not None and engine.dead:
-                await asyncio.to_thread(engine.shutdown)
-                del self._engines[spec.name]
-                engine = None
-            if engine is None:
-                while len(self._engines) >= self.settings.max_engines:
-                    old_name, old = next(iter(self._engines.items()))
-                    await self._wait_idle(old, spec.name)
-                    del self._engines[old_name]
-                    await asyncio.to_thread(old.shutdown)
-                self._loading.add(spec.name)
-                try:
+        # The start runs as its own task: a caller that goes away (Stop, a closed tab) stops waiting for it, not
+        # the start itself, which would otherwise leave an engine's processes running that nothing knows of.
+        task = self._starts.get(spec.name)
+        if task is None or task.done():
+            task = self._starts[spec.name] = asyncio.ensure_future(self._get_locked(spec))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # each caller sees its error
+        return await asyncio.shield(task)
+
+    def running(self, spec: ModelSpec) -> Engine | None:
+        """The model's engine if it is started and alive (no start, no wait); None otherwise."""
+        engine = self._engines.get(spec.name)
+        return engine if engine is not None and not engine.dead else None
+
+    async def _get_locked(self, spec: ModelSpec) -> Engine:
+        """Start ``spec``'s engine (one start at a time), switching out the least recent one where the limit
+        says so; where the start stands is ``progress(spec.name)`` meanwhile."""
+        self._loading[spec.name] = StartProgress("waiting for another engine's start to end", time.monotonic())
+        try:
+            async with self._lock:
+                engine = self._engines.get(spec.name)
+                if engine is not None and engine.dead:
+                    await asyncio.to_thread(engine.shutdown)
+                    del self._engines[spec.name]
+                    engine = None
+                if engine is None:
+                    self._phase(spec.name, "starting")
+                    while len(self._engines) >= self.settings.max_engines:
+                        old_name, old = next(iter(self._engines.items()))
+                        self._phase(spec.name, f"waiting for {old_name}'s requests to end")
+                        await self._wait_idle(old, spec.name)
+                        self._phase(spec.name, f"stopping {old_name}'s engine")
+                        del self._engines[old_name]
+                        await asyncio.to_thread(old.shutdown)
                     engine = await asyncio.to_thread(self._start, spec)
-                finally:
-                    self._loading.discard(spec.name)
-                self._engines[spec.name] = engine
-                self.starts += 1
-            self._engines.move_to_end(spec.name)
-            return engine
+                    self._engines[spec.name] = engine
+                    self.starts += 1
+                self._engines.move_to_end(spec.name)
+                return engine
+        finally:
+            self._loading.pop(spec.name, None)
 
     async def _wait_idle(self, engine: Engine, wanted: str) -> None:
         """Switch policy: wait up to ``switch_wait_s`` for the engine to finish others' requests."""
@@ -675,11 +781,14 @@ class EngineManager:
         while self._remote:
             self._remote.popitem()[1].shutdown()
 
-    def _config(self, spec: ModelSpec) -> tuple[Adapter, Any]:
-        """The model's family adapter and vLLM config (what the engine and its renderer are built from)."""
+    def _config(self, spec: ModelSpec, report: Any = None) -> tuple[Adapter, Any]:
+        """The model's family adapter and vLLM config (what the engine and its renderer are built from);
+        ``report(phase, **bytes)`` hears where it stands (an engine's start)."""
+        report = report or (lambda phase, **fields: None)
         from vllm.engine.arg_utils import AsyncEngineArgs
 
-        model = self.model_path(spec)
+        model = self.model_path(spec, report)
+        report("reading the model's configuration")
         adapter = resolve_adapter(spec, model)
         kwargs = self.engine_kwargs(spec, adapter)
         if spec.repo:  # a downloaded snapshot directory: keep the hub name in logs and the API
@@ -729,7 +838,8 @@ class EngineManager:
                 f"not enough memory to start {spec.name}: its KV cache needs {need / 2**30:.1f} GiB, "
                 f"{free / 2**30:.1f} GiB is free (lower VLLM_DEMO_CPU_KV_CACHE_GIB or stop other programs)")
         log_file = engine_log_file(self.settings)  # before the config, which takes vLLM's logging setup
-        adapter, config = self._config(spec)
+        adapter, config = self._config(spec, functools.partial(self._phase, spec.name))
+        self._phase(spec.name, "starting vLLM's engine processes (weights, memory profiling)")
         before = _descendants()
         log_start = log_file.stat().st_size if log_file.exists() else 0
         t0 = time.perf_counter()
@@ -775,10 +885,13 @@ class EngineManager:
         kwargs.update(prefix_caching_kwargs(adapter or spec_adapter(spec)))
         return start_kwargs(kwargs, adapter or spec_adapter(spec))
 
-    def model_path(self, spec: ModelSpec) -> str:
+    def model_path(self, spec: ModelSpec, report: Any = None) -> str:
         """What vLLM loads for ``spec``: a freshly built tiny model, a local directory, or a hub
-        checkpoint downloaded first with huggingface_hub (its tqdm bars are the UI's progress)."""
+        checkpoint downloaded first with huggingface_hub; ``report(phase, bytes_done=, bytes_total=)`` hears
+        where that stands (the page's progress)."""
+        report = report or (lambda phase, **fields: None)
         if spec.tiny:
+            report("building the tiny model's files")
             return str(tiny_model_dir(spec.family, self.settings.cache_dir / "tiny-models"))
         if spec.repo is None:
             if not (Path(spec.path or "") / "config.json").is_file():
@@ -787,7 +900,10 @@ class EngineManager:
             return spec.path or ""
         from .. import hub
 
-        return hub.download(spec.repo, spec.engine_args.revision, self.settings)
+        report(f"downloading {spec.repo}")
+        return hub.download(spec.repo, spec.engine_args.revision, self.settings,
+                            on_bytes=lambda done, total: report(f"downloading {spec.repo}", bytes_done=done,
+                                                                bytes_total=total))
 
 
 def prefix_caching_kwargs(adapter: Adapter) -> dict[str, Any]:
