@@ -272,7 +272,12 @@ without a scope applies to every modality the processor takes (Qwen's ``max_pixe
 
 def processor_kwargs(flat: Mapping[str, Any]) -> dict[str, Any]:
     """Control values as vLLM's ``mm_processor_kwargs``: scoped names nested (``{"videos_kwargs.max_pixels":
-    1}`` -> ``{"videos_kwargs": {"max_pixels": 1}}``), the rest as they are."""
+    1}`` -> ``{"videos_kwargs": {"max_pixels": 1}}``), the rest as they are, except a name that is also scoped:
+    its unscoped value goes into every scope that does not set it (``{"max_pixels": 2, "videos_kwargs.max_pixels":
+    1}`` -> ``{"images_kwargs": {"max_pixels": 2}, "videos_kwargs": {"max_pixels": 1}}``). Given both ways,
+    transformers 5.19 applies neither to images (they got the checkpoint's ``max_pixels``), while vLLM 0.32 keys
+    its caches as if the unscoped one applied: a later turn then found an image's cached encoding of another size
+    than its prompt ("Encoder cache entry ... holds 798 embeddings, but request ... expects 1196") and failed."""
     out: dict[str, Any] = {}
     for key, value in flat.items():
         scope, dot, name = key.partition(".")
@@ -280,6 +285,11 @@ def processor_kwargs(flat: Mapping[str, Any]) -> dict[str, Any]:
             out.setdefault(scope, {})[name] = value
         else:
             out[key] = value
+    scoped = {name for scope in SCOPES for name in out.get(scope, {})}
+    for name in [key for key in out if key not in SCOPES and key in scoped]:
+        value = out.pop(name)
+        for scope in SCOPES:
+            out.setdefault(scope, {}).setdefault(name, value)
     return out
 
 
