@@ -108,3 +108,14 @@ def test_engine_args_use_vllms_own_names():
     vllm_fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
     ours = {f.name for f in dataclasses.fields(EngineArgs)}
     assert ours <= vllm_fields, ours - vllm_fields
+
+
+def test_a_kwarg_given_unscoped_and_scoped_goes_into_every_scope():
+    """Given both ways, transformers applies neither to images (while vLLM hashes as if one applied): the
+    unscoped value goes into each scope that does not set its own; other kwargs stay as they are."""
+    from vlm_demo.registry import flat_kwargs, processor_kwargs
+
+    assert processor_kwargs({"max_pixels": 2, "min_pixels": 1}) == {"max_pixels": 2, "min_pixels": 1}
+    nested = processor_kwargs({"max_pixels": 2, "min_pixels": 1, "videos_kwargs.max_pixels": 3})
+    assert nested == {"min_pixels": 1, "videos_kwargs": {"max_pixels": 3}, "images_kwargs": {"max_pixels": 2}}
+    assert flat_kwargs(nested) == {"min_pixels": 1, "videos_kwargs.max_pixels": 3, "images_kwargs.max_pixels": 2}
