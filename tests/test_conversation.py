@@ -21,7 +21,7 @@ def sent(conversation: Conversation) -> list[tuple[str, str]]:
 def test_stop_keeps_the_answer_as_shown_and_retry_answers_that_question():
     c = ask(ask(Conversation(), "u1", "a1", "done"), "u2", "a2 so f")  # Stop: left streaming
     assert sent(c.settled()) == [("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "a2 so f")]
-    assert chat_messages(c.settled())[-1]["content"] == "a2 so f\n\n*⏹ stopped*"
+    assert chat_messages(c.settled())[-1]["content"] == "a2 so f\n\n*[stopped]*"
     before, again = c.retry()
     assert again.user.text == "u2" and sent(before) == [("user", "u1"), ("assistant", "a1")]
     assert again.status == "streaming" and again.answer == ""
@@ -37,7 +37,7 @@ def test_a_failed_answer_is_shown_not_sent_and_retry_answers_it():
     c = ask(ask(Conversation(), "u1", "a1", "done"), "u2", "half", "failed")
     c = c.with_last(note="the engine stopped")
     assert sent(c) == [("user", "u1"), ("assistant", "a1")]  # never two user messages in a row
-    assert chat_messages(c)[-1]["content"] == "half\n\n*⚠ failed: the engine stopped*"
+    assert chat_messages(c)[-1]["content"] == "half\n\n*[failed: the engine stopped]*"
     before, again = c.retry()
     assert again.user.text == "u2" and len(before.exchanges) == 1
 

@@ -34,6 +34,8 @@ class Stats:
     """Prompt tokens vLLM served from its prefix cache."""
     reasoning_tokens: int = 0
     """Generated tokens that were reasoning (up to the end-of-thinking marker)."""
+    wait_s: float = 0.0
+    """Seconds the question waited for the model's engine to start (0 when it was running)."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,15 @@ class Conversation:
         return Conversation((*self.exchanges[:-1], replace(self.exchanges[-1], **changes)))
 
 
-MARKS = {"stopped": "⏹ stopped", "failed": "⚠ failed"}
-"""How the chat marks an answer that did not end by itself."""
+MARKS = {"stopped": "stopped", "failed": "failed"}
+"""How the chat marks an answer that did not end by itself (words, not symbols: a symbol the reader's fonts lack
+shows as an empty box)."""
+
+def no_answer_note(stats: Stats | None) -> str:
+    """The note on a finished answer that is all reasoning."""
+    if stats is not None and stats.finish_reason == "length":
+        return f"no answer after the reasoning: all {stats.tokens} tokens went to thinking (raise max_tokens)"
+    return "no answer after the reasoning: the model ended there"
 
 
 def chat_messages(conversation: Conversation) -> list[dict[str, Any]]:
@@ -126,7 +135,9 @@ def chat_messages(conversation: Conversation) -> list[dict[str, Any]]:
         text = exchange.answer
         if exchange.status in MARKS:
             mark = MARKS[exchange.status] + (f": {exchange.note}" if exchange.note else "")
-            text = f"{text}\n\n*{mark}*" if text else f"*{mark}*"
+            text = f"{text}\n\n*[{mark}]*" if text else f"*[{mark}]*"
+        elif exchange.status == "done" and exchange.reasoning and not text.strip():
+            text = f"*[{no_answer_note(exchange.stats)}]*"
         if text or not exchange.reasoning:
             messages.append({"role": "assistant", "content": text})
         if exchange.figure:

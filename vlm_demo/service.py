@@ -22,7 +22,7 @@ from .media import ImageEmbeds, Video
 from .errors import InputError, VlmDemoError
 from .families.grounding import Grounding
 from .registry import ModelSpec, Registry, Sampling, processor_kwargs
-from .settings import VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
+from .settings import VIDEO_FPS, VIDEO_NUM_FRAMES, WAITING_EVERY_S, Settings
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,19 @@ class Rendered:
 
 
 @dataclass(frozen=True)
+class Waiting:
+    """The model's engine is starting; the request waits for it (its ``Rendered`` came from vLLM's renderer
+    alone, and the engine will generate from that render)."""
+
+    model: str
+    """Registry name of the model."""
+    phase: str
+    """Where the start stands, in words, with its time so far."""
+    waited_s: float
+    """Seconds this request has waited so far."""
+
+
+@dataclass(frozen=True)
 class Delta:
     """New answer (or reasoning) text."""
 
@@ -86,6 +99,14 @@ class Delta:
     """The answer so far."""
     reasoning: str = ""
     """The reasoning so far (a model entry with a ``reasoning_parser``); ``answer`` holds only what follows it."""
+    num_tokens: int = 0
+    """Tokens generated so far (reasoning included)."""
+    ttft_s: float = 0.0
+    """Seconds to this answer's first token (as ``Done.ttft_s``)."""
+    tokens_per_s: float = 0.0
+    """Generated tokens per second after the first one, so far."""
+    wait_s: float = 0.0
+    """Seconds the request waited for the model's engine to start (as ``Done.wait_s``)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +118,8 @@ class Done:
     num_tokens: int
     """Tokens generated."""
     ttft_s: float
-    """Seconds from the request reaching the engine (rendering included) to the first token."""
+    """Seconds from the request reaching the engine (rendering included) to the first token; for a request that
+    waited for its engine to start, from the engine being ready (the render came before, during the wait)."""
     tokens_per_s: float
     """Generated tokens per second after the first one (0 for a single token)."""
     finish_reason: str | None
@@ -112,6 +134,8 @@ class Done:
     prompt keeps only ``answer``, as the thinking models' chat templates do with earlier turns."""
     reasoning_tokens: int = 0
     """How many of ``num_tokens`` are reasoning: the generated tokens up to and including the end marker."""
+    wait_s: float = 0.0
+    """Seconds the request waited for the model's engine to start (0 when it was running)."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +146,7 @@ class Failed:
     """What to tell the user."""
 
 
-Event = Rendered | Delta | Done | Failed
+Event = Rendered | Waiting | Delta | Done | Failed
 
 
 def to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
@@ -216,8 +240,9 @@ def grounding_of(spec: ModelSpec) -> Grounding:
 
 
 def detect_request(request: ChatRequest, spec: ModelSpec, what: str) -> ChatRequest:
-    """Detect mode: the last user turn asks the family's own question for ``what`` (its images kept), and the
-    answer is held to the family's box grammar (vLLM's structured outputs), so it always parses."""
+    """Detect mode: the last user turn asks the family's own question for ``what`` after the person's own words
+    (its images kept), and the answer is held to the family's box grammar (vLLM's structured outputs), so it
+    always parses."""
     grounding = grounding_of(spec)
     what = what.strip()
     if not what:
@@ -225,7 +250,9 @@ def detect_request(request: ChatRequest, spec: ModelSpec, what: str) -> ChatRequ
     *before, last = request.turns
     if not last.count("image") and not any(t.count("image") for t in before):
         raise InputError("Detect needs an image")
-    return replace(request, turns=(*before, replace(last, text=grounding.detect_prompt(what))), detect=what)
+    question = grounding.detect_prompt(what)
+    text = f"{last.text.strip()}\n{question}" if last.text.strip() else question
+    return replace(request, turns=(*before, replace(last, text=text)), detect=what)
 
 
 def detect_sampling(sampling: Sampling, spec: ModelSpec, what: str, inspection: Inspection) -> Sampling:
@@ -306,7 +333,23 @@ class ChatService:
     @staticmethod
     def _inspect(engine: Renderer, rendered: RenderedPrompt) -> Inspection:
         ids = rendered.prompt_token_ids
-        return inspect(rendered, engine.token_runs(ids), engine.token_texts(ids))
+        texts = engine.token_texts(ids)
+        return inspect(rendered, engine.token_runs(ids), texts, engine.joined_texts(ids, texts), engine.special_tokens)
+
+    async def _prepare(self, spec: ModelSpec, engine: Renderer,
+                       request: ChatRequest) -> tuple[RenderedPrompt, Sampling, Inspection | None]:
+        """The request rendered, the sampling it goes out with (``max_tokens`` cut to the room left, Detect
+        mode's grammar) and, where that needed it, the render's inspection."""
+        rendered = await self._render(spec, engine, request)
+        sampling = request.sampling or spec.sampling
+        room = engine.max_model_len - len(rendered.prompt_token_ids)
+        if sampling.max_tokens > room:
+            sampling = replace(sampling, max_tokens=room)
+        inspection = None
+        if request.detect:  # the grammar's bounds come from the render
+            inspection = self._inspect(engine, rendered)
+            sampling = detect_sampling(sampling, spec, request.detect, inspection)
+        return rendered, sampling, inspection
 
     async def _render(self, spec: ModelSpec, engine: Renderer, request: ChatRequest) -> RenderedPrompt:
         # What people typed; the model's own earlier answers may hold token text it generated (a tokenizer's
@@ -333,28 +376,44 @@ class ChatService:
                 f"{engine.max_model_len:,} (remove images, lower the image settings or clear the chat)")
         return rendered
 
-    async def chat(self, request: ChatRequest) -> AsyncIterator[Event]:
-        """Render, then stream the answer; closing the iterator aborts the engine request."""
+    async def chat(self, request: ChatRequest, preview: bool = False) -> AsyncIterator[Event]:
+        """Render, then stream the answer; closing the iterator aborts the engine request.
+
+        ``preview`` (the page): where the model's engine is not running yet, vLLM's renderer alone renders the
+        request first (a ``Rendered`` the panels show at once), ``Waiting`` events say where the engine's start
+        stands, and the engine then generates from that very render (the same renderer's output an engine's own
+        would give). Without it (the CLI) the engine starts first and renders itself (no renderer to build)."""
         try:
             spec = self.validate(request)
-            engine = await self.engines.get(spec)
-            t0 = time.perf_counter()
-            rendered = await self._render(spec, engine, request)
-            sampling = request.sampling or spec.sampling
-            room = engine.max_model_len - len(rendered.prompt_token_ids)
-            if sampling.max_tokens > room:
-                sampling = replace(sampling, max_tokens=room)
-            inspection = None
-            if request.detect:  # the grammar's bounds come from the render
-                inspection = self._inspect(engine, rendered)
-                sampling = detect_sampling(sampling, spec, request.detect, inspection)
+            engine = self.engines.running(spec)
+            waited, previewed = 0.0, False
+            if engine is None and preview and not spec.remote:
+                renderer = await self.engines.renderer(spec)
+                rendered, sampling, inspection = await self._prepare(spec, renderer, request)
+                yield Rendered(rendered, inspection or self._inspect(renderer, rendered), sampling)
+                previewed = True
+                t_wait = time.perf_counter()
+                start = asyncio.ensure_future(self.engines.get(spec))
+                while not start.done():  # (closing the stream leaves the start going: the engine is wanted)
+                    progress = self.engines.progress(spec.name)
+                    yield Waiting(spec.name, progress.text() if progress else "starting",
+                                  time.perf_counter() - t_wait)
+                    await asyncio.wait({start}, timeout=WAITING_EVERY_S)
+                engine = start.result()
+                waited = time.perf_counter() - t_wait
+                t0 = time.perf_counter()
+            else:
+                engine = engine or await self.engines.get(spec)
+                t0 = time.perf_counter()
+                rendered, sampling, inspection = await self._prepare(spec, engine, request)
             # The request goes to the engine first; the inspection and the consumer's handling of
             # ``Rendered`` (the UI draws its panels) then overlap the prefill instead of delaying it.
             stream = engine.stream(rendered, sampling)
             first = asyncio.ensure_future(anext(stream, None))
             await asyncio.sleep(0)  # the request task takes its first step (input processing) before the inspection
             try:
-                yield Rendered(rendered, inspection or self._inspect(engine, rendered), sampling)
+                if not previewed:
+                    yield Rendered(rendered, inspection or self._inspect(engine, rendered), sampling)
                 answer, n, t_first, finish = "", 0, 0.0, None
                 cached = 0  # prompt tokens from the prefix cache, as the engine reports them
                 reasoning, n_reasoning = "", 0
@@ -369,7 +428,10 @@ class ChatService:
                     finish = delta.finish_reason or finish
                     cached = cached if delta.num_cached_tokens is None else delta.num_cached_tokens
                     if delta.text or delta.reasoning:
-                        yield Delta(delta.text, answer, reasoning)
+                        now = time.perf_counter()
+                        yield Delta(delta.text, answer, reasoning, num_tokens=n, ttft_s=(t_first - t0) if t_first else 0.0,
+                                    tokens_per_s=(n - 1) / (now - t_first) if n > 1 and now > t_first else 0.0,
+                                    wait_s=waited)
                     delta = await anext(stream, None)
             finally:  # closed early (Stop, a closed tab): the stream's own cleanup aborts the request
                 if not first.done():
@@ -381,6 +443,6 @@ class ChatService:
             rate = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
             yield Done(answer, n, (t_first or t_end) - t0, rate, finish,
                        prompt_tokens=len(rendered.prompt_token_ids), cached_tokens=cached,
-                       reasoning=reasoning, reasoning_tokens=n_reasoning)
+                       reasoning=reasoning, reasoning_tokens=n_reasoning, wait_s=waited)
         except VlmDemoError as exc:
             yield Failed(str(exc))

@@ -29,6 +29,14 @@ RENDERERS_KEPT = 4
 """vLLM renderers without an engine kept per process (the most recently used): Inspect only, Compare and the
 CLI's ``inspect`` render with one while no engine of that model runs, and building one takes seconds."""
 
+WAITING_EVERY_S = 1.0
+"""How often a request waiting for its model's engine to start says where the start stands (the page's stats
+line counts the seconds with it)."""
+
+STATUS_EVERY_S = (1.0, 5.0)
+"""How often the page asks where its model's engine stands: while it starts (its phase and seconds), and
+otherwise (another tab's switch may have stopped it)."""
+
 VIDEO_NUM_FRAMES = 16
 """Frames sampled from each video unless the request says otherwise, for families sampled by frame count (the
 page's ``num_frames`` slider starts here; vLLM's own default, 32, would put a 4-s clip over a tiny InternVL's

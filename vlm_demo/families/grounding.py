@@ -177,7 +177,12 @@ def _label_regex(what: str) -> str:
 
 
 def qwen_json_detect_prompt(what: str) -> str:
-    return f"Locate every {what.strip()} in the image, and output their bbox coordinates in JSON format."
+    return f"Locate every {without_article(what)} in the image, and output their bbox coordinates in JSON format."
+
+
+def without_article(what: str) -> str:
+    """``what`` without a leading article ("the red square" -> "red square"), for "every ..." phrasings."""
+    return re.sub(r"^(the|a|an)\s+", "", what.strip(), flags=re.IGNORECASE) or what.strip()
 
 
 def qwen_json_regex(what: str, bounds: tuple[int, int]) -> str:
