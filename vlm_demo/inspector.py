@@ -111,6 +111,17 @@ class Inspection:
     token_texts: Mapping[int, str] = field(default_factory=dict)
     """Each prompt id's own text (the id decoded alone), where the engine's tokenizer is at hand; empty for a
     remote engine (the hover titles then give ids and positions only)."""
+    mm_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """The processor kwargs the request went with (vLLM's ``mm_processor_kwargs``; the checkpoint's own config
+    fills in the rest)."""
+    media_io: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The media loading options it went with, per modality (vLLM's ``media_io_kwargs``: video sampling)."""
+    special_tokens: tuple[str, ...] = ()
+    """The special-token strings of the tokenizer that rendered it (the prompt view marks them), whether an engine
+    or vLLM's renderer alone did."""
+    joined: Mapping[int, tuple[int, str]] = field(default_factory=dict)
+    """Where one character spans several tokens (a byte-level tokenizer's pieces of a multi-byte character, each
+    alone no text): ``{position: (tokens, the character(s))}``, so the prompt view shows the character."""
     frames: Mapping[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
     """Per time-based modality ("video"), per item: small pictures of the frames vLLM's loader sampled
     (empty where the renderer does not give them), for the contact sheet."""
@@ -121,8 +132,11 @@ class Inspection:
 
 
 def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
-            token_texts: Mapping[int, str] | None = None) -> Inspection:
-    """Build the inspection of one rendered request (``token_texts``: each id's own text, where known)."""
+            token_texts: Mapping[int, str] | None = None,
+            joined: Mapping[int, tuple[int, str]] | None = None,
+            special_tokens: tuple[str, ...] = ()) -> Inspection:
+    """Build the inspection of one rendered request (``token_texts``: each id's own text, where known;
+    ``joined``: characters that span several tokens; ``special_tokens``: the renderer's)."""
     ids = rendered.prompt_token_ids
     items = {
         modality: tuple(
@@ -158,6 +172,10 @@ def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
         budget=Budget(media, len(ids) - sum(media.values()), len(ids), rendered.max_model_len),
         runs=runs,
         token_texts=dict(token_texts or {}),
+        mm_kwargs=dict(rendered.mm_kwargs),
+        media_io={m: dict(v) for m, v in rendered.media_io_kwargs.items()},
+        joined=dict(joined or {}),
+        special_tokens=tuple(special_tokens),
         frames={m: tuple(f.thumbnails if f is not None else () for f in found) for m, found in rendered.frames.items()},
     )
 
@@ -250,6 +268,13 @@ def prompt_html(inspection: Inspection, special_tokens: tuple[str, ...] = ()) ->
         if item is not None and item.length > 0:
             parts.append(_item_html(inspection, item, specials))
             pos += item.length
+            continue
+        if pos in inspection.joined:  # one character over several tokens
+            n, text = inspection.joined[pos]
+            title = html.escape(f"ids {', '.join(map(str, ids[pos:pos + n]))} · '{_shown(text)}' · positions "
+                                f"{pos}-{pos + n - 1}")
+            parts.append(f'<span title="{title}">{html.escape(text)}</span>')
+            pos += n
             continue
         parts.append(_token_html(ids[pos], texts.get(ids[pos]), pos, specials))
         pos += 1
@@ -364,8 +389,8 @@ GROUP_COLOURS = ((229, 57, 53), (30, 136, 229), (67, 160, 71), (251, 140, 0), (1
 """Border colours of successive frame groups on a video's contact sheet."""
 
 
-def contact_sheet(expansion: Expansion, thumbnails: tuple[Image.Image, ...], columns: int = 4,
-                  cell: int = 224) -> Image.Image:
+def contact_sheet(expansion: Expansion, thumbnails: tuple[Image.Image, ...], columns: int = 3,
+                  cell: int = 256) -> Image.Image:
     """A video's sampled frames side by side, each with its time, its group (frames of one group share a
     border colour) and the token grid of its group drawn over it (one cell per feature token)."""
     from PIL import ImageFont
@@ -375,10 +400,11 @@ def contact_sheet(expansion: Expansion, thumbnails: tuple[Image.Image, ...], col
     rows = -(-n // columns)
     w0, h0 = thumbnails[0].size
     frame_h = max(1, round(cell * h0 / w0))
-    label_h = 18
+    text_px = max(14, cell // 16)  # readable when the sheet is shown at a panel's width
+    label_h = 2 * text_px + 12  # two lines: the frame and its time; its group and tokens
     sheet = Image.new("RGB", (columns * (cell + 8) + 8, rows * (frame_h + label_h + 8) + 8), (250, 250, 250))
     draw = ImageDraw.Draw(sheet, "RGBA")
-    font = ImageFont.load_default(size=12)
+    font = ImageFont.load_default(size=text_px)
     per_group = expansion.frames_per_group or 0
     for i, thumb in enumerate(thumbnails):
         x = 8 + (i % columns) * (cell + 8)
@@ -396,7 +422,8 @@ def contact_sheet(expansion: Expansion, thumbnails: tuple[Image.Image, ...], col
                 draw.line([(x, gy), (x + cell, gy)], fill=(255, 0, 80, 120), width=1)
         draw.rectangle([x - 2, y - 2, x + cell + 1, y + frame_h + 1], outline=(*colour, 255), width=3)
         when = f"{expansion.timestamps_s[i]:.2f} s" if expansion.timestamps_s and i < len(expansion.timestamps_s) else ""
-        tokens = (f" · group {group + 1}: {expansion.groups[group]} tok"
+        tokens = (f"group {group + 1}: {expansion.groups[group]} tokens"
                   if group is not None and expansion.groups and group < len(expansion.groups) else "")
-        draw.text((x, y + frame_h + 3), f"frame {i + 1} · {when}{tokens}", fill=(20, 20, 20), font=font)
+        draw.text((x, y + frame_h + 4), f"frame {i + 1} · {when}\n{tokens}", fill=(20, 20, 20), font=font,
+                  spacing=4)
     return sheet

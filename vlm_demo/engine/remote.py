@@ -99,6 +99,10 @@ class RemoteEngine:
         """Each id's own text: not known here (the server decodes whole stretches), so none."""
         return {}
 
+    def joined_texts(self, ids: Sequence[int], texts: Mapping[int, str]) -> dict[int, tuple[int, str]]:
+        """Characters spanning several tokens: none known (no id's own text is)."""
+        return {}
+
     # --- HTTP ----------------------------------------------------------------------------------
 
     def _client(self) -> httpx.AsyncClient:
