@@ -26,14 +26,14 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
                  if p.get("type") == "image_embeds" else p for p in message["content"]]
         messages.append(wire_message({**message, "content": parts}))
     sampling = request.sampling or spec.sampling
-    body: dict[str, Any] = {
-        "model": spec.served_model_name or spec.repo or spec.path or spec.name,
-        "messages": messages,
-        "max_tokens": sampling.max_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "stream": stream,
-    }
+    body: dict[str, Any] = {"model": spec.served_model_name or spec.repo or spec.path or spec.name}
+    mm_kwargs = processor_kwargs({**spec.default_mm_kwargs(), **request.mm_kwargs})
+    if mm_kwargs:  # the settings first, where a reader sees them; the messages (pictures and all) last
+        body["mm_processor_kwargs"] = mm_kwargs
+    if media_io := sent_media_io(request, spec, settings or Settings()):
+        body["media_io_kwargs"] = media_io  # vLLM's request field: how its loader samples each video
+    body |= {"max_tokens": sampling.max_tokens, "temperature": sampling.temperature, "top_p": sampling.top_p,
+             "stream": stream}
     if sampling.seed is not None:
         body["seed"] = sampling.seed
     if sampling.regex is not None:  # vLLM's own request field (structured outputs)
@@ -41,11 +41,7 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
     grounding = families.get(spec.family).grounding if spec.family != families.AUTO else None
     if grounding and grounding.tags:  # the format's tags are special tokens: keep them in the answer
         body["skip_special_tokens"] = False
-    mm_kwargs = processor_kwargs({**spec.default_mm_kwargs(), **request.mm_kwargs})
-    if mm_kwargs:
-        body["mm_processor_kwargs"] = mm_kwargs
-    if media_io := sent_media_io(request, spec, settings or Settings()):
-        body["media_io_kwargs"] = media_io  # vLLM's request field: how its loader samples each video
+    body["messages"] = messages
     return body
 
 
@@ -66,9 +62,10 @@ def cli_flags(engine_kwargs: dict[str, Any]) -> list[tuple[str, str | None]]:
     return flags
 
 
-def serve_command(spec: ModelSpec) -> str:
+def serve_command(spec: ModelSpec, model_dir: str | None = None) -> str:
     """The ``vllm serve`` command the exported request is meant for (for an endpoint entry: the server
-    it already goes to)."""
+    it already goes to). ``model_dir``: where a tiny entry's files were built (a registry name is nothing a
+    server can load); it is served under the entry's name, which the exported request names."""
     from .engine.local import prefix_caching_kwargs, spec_adapter
     from .engine.workarounds import start_kwargs
 
@@ -79,7 +76,11 @@ def serve_command(spec: ModelSpec) -> str:
     kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
     kwargs.update(prefix_caching_kwargs(spec_adapter(spec)))
     kwargs["reasoning_parser"] = spec.reasoning_parser  # the server splits reasoning as the app does (None: no flag)
-    args = [f"vllm serve {spec.repo or spec.path or spec.name}", "--trust-request-mm-kwargs"]
+    if spec.tiny:
+        args = [f"vllm serve {shlex.quote(model_dir or f'<the {spec.name} directory>')}",
+                f"--served-model-name {shlex.quote(spec.name)}", "--load-format dummy", "--trust-request-mm-kwargs"]
+    else:
+        args = [f"vllm serve {spec.repo or spec.path}", "--trust-request-mm-kwargs"]
     args += [flag if value is None else f"{flag} {shlex.quote(value)}"
              for flag, value in cli_flags(start_kwargs(kwargs, spec_adapter(spec)))]
     return " \\\n  ".join(args)
@@ -113,6 +114,8 @@ def python_snippet(body: dict[str, Any], spec: ModelSpec) -> str:
     seed = "\n    seed=body[\"seed\"]," if "seed" in body else ""
     imports = "import json\nimport os\n" if spec.api_key_env else "import json\n"
     api_key = f'os.environ["{spec.api_key_env}"]' if spec.api_key_env else '"EMPTY"'
+    reasoning = ("\n    thinking = getattr(chunk.choices[0].delta, \"reasoning\", None)  # vLLM's reasoning field"
+                 "\n    if thinking:\n        print(thinking, end=\"\", flush=True)" if spec.reasoning_parser else "")
     return printable_note(spec) + f'''{imports}from openai import OpenAI
 
 body = json.load(open("request.json"))
@@ -125,6 +128,6 @@ stream = client.chat.completions.create(
     top_p=body["top_p"],{seed}
     stream=True,{extra}
 )
-for chunk in stream:
+for chunk in stream:{reasoning}
     print(chunk.choices[0].delta.content or "", end="", flush=True)
 '''

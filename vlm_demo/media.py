@@ -211,6 +211,9 @@ class Video:
     """``num_frames / fps``, in seconds."""
     name: str = "the video"
     """How messages name it (the file name, or a shortened URL)."""
+    poster: Image.Image | None = field(default=None, repr=False, compare=False)
+    """The first frame, at most ``POSTER_SIDE`` px a side (what the chat shows for the clip: a browser plays
+    few of the codecs vLLM decodes)."""
 
     @functools.cached_property
     def digest(self) -> str:
@@ -246,8 +249,8 @@ def load_video(source: str | Path | bytes, settings: Settings, name: str | None 
         raise InputError(f"{name}: not a video{f' ({what})' if what else ''}; use {allowed}")
     if container not in settings.allowed_video_formats:
         raise InputError(f"{name}: {container} videos are not accepted; use {allowed}")
-    size, num_frames, fps = _probe(data, name, container, settings)
-    return Video(data, container, size, num_frames, fps, num_frames / fps, name)
+    size, num_frames, fps, poster = _probe(data, name, container, settings)
+    return Video(data, container, size, num_frames, fps, num_frames / fps, name, poster)
 
 
 def _read_video(source: str | Path | bytes, name: str, settings: Settings) -> bytes:
@@ -314,9 +317,10 @@ def _not_a_video(data: bytes) -> str:
     return next((what for offset, magic, what in _SIGNATURES if data[offset:offset + len(magic)] == magic), "")
 
 
-def _probe(data: bytes, name: str, container: str, settings: Settings) -> tuple[tuple[int, int], int, float]:
+def _probe(data: bytes, name: str, container: str,
+           settings: Settings) -> tuple[tuple[int, int], int, float, Image.Image | None]:
     """Frame size, frame count and fps of a video, once OpenCV has opened it like vLLM does and grabbed
-    every frame within the time limit."""
+    every frame within the time limit, and its first frame (small)."""
     backend = _capture_backend()
     if backend is None:
         raise InputError("videos cannot be decoded on this server (OpenCV has no stream-buffered video backend)")
@@ -347,8 +351,10 @@ def _probe(data: bytes, name: str, container: str, settings: Settings) -> tuple[
         if num_frames / fps > settings.max_video_seconds:
             raise InputError(f"{name}: is {num_frames / fps:.1f} s long; the limit is {settings.max_video_seconds:g} s")
         deadline = time.monotonic() + settings.max_video_decode_s
-        decoded = 0
+        decoded, poster = 0, None
         while cap.grab():
+            if decoded == 0:
+                poster = _poster(cap)
             decoded += 1
             if time.monotonic() > deadline:
                 raise InputError(f"{name}: took over {settings.max_video_decode_s:g} s to decode; "
@@ -361,7 +367,21 @@ def _probe(data: bytes, name: str, container: str, settings: Settings) -> tuple[
         if cap is not None:
             cap.release()
         del stream
-    return (width, height), num_frames, fps
+    return (width, height), num_frames, fps, poster
+
+
+POSTER_SIDE = 480
+"""Longest side of a video's first-frame picture in the chat, in pixels."""
+
+
+def _poster(cap: cv2.VideoCapture) -> Image.Image | None:
+    """The frame just grabbed, as a small RGB picture (None where it does not decode)."""
+    ok, frame = cap.retrieve()
+    if not ok or frame is None:
+        return None
+    picture = Image.fromarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+    picture.thumbnail((POSTER_SIDE, POSTER_SIDE))
+    return picture
 
 
 def _frame_count(cap: cv2.VideoCapture) -> int:
