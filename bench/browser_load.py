@@ -21,7 +21,7 @@ import httpx
 from gradio_client import Client
 from gradio_client.utils import apply_diff
 
-from vlm_demo.ui import named_outputs
+from vlm_demo.ui import CHAT_OUTPUTS, named_outputs
 
 from .common import run_users, users_parser
 from .gradio_load import chat_args
@@ -64,7 +64,7 @@ class Page:
 
 def first_text(outputs: list[Any]) -> bool:
     """Whether the chat output shows answer text yet."""
-    chat = named_outputs("chat", outputs[:4])["chat"]
+    chat = named_outputs("chat", outputs[:len(CHAT_OUTPUTS)])["chat"]
     return isinstance(chat, list) and bool(chat) and chat[-1]["role"] == "assistant" and bool(chat[-1]["content"])
 
 
@@ -93,7 +93,7 @@ async def ask(client: httpx.AsyncClient, page: Page) -> tuple[float, int]:
                     raise RuntimeError(f"the app answered with an error: {str(msg.get('output'))[:300]}")
                 outputs = msg["output"]["data"]
                 break
-    stats = named_outputs("chat", (outputs or [None] * 4)[:4])["stats_data"]
+    stats = named_outputs("chat", (outputs or [None] * len(CHAT_OUTPUTS))[:len(CHAT_OUTPUTS)])["stats_data"]
     if not isinstance(stats, dict) or stats.get("status") != "done":
         raise RuntimeError(f"the answer did not finish: {stats!r}")
     return ttft or time.perf_counter() - t0, stats["tokens"]

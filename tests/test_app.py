@@ -26,11 +26,11 @@ from vlm_demo.registry import Registry, Sampling
 from vlm_demo.service import ChatService
 from vlm_demo.ui import api_inputs, build_app, image_file, launch_kwargs, named_outputs
 
+from .browser import LOG_PROBLEMS, chromium
 from .conftest import ARTIFACTS, ROOT, make_image
 from .intake_servers import Internet, local_internet, url_settings
 
 MODEL, OTHER = "tiny-qwen2.5-vl", "tiny-llava-1.5"
-CHROMIUM = "/usr/bin/chromium"
 
 
 def free_port() -> int:
@@ -197,7 +197,7 @@ def test_streams_an_answer_with_the_three_panels(app, picture):
     assert 'title="id ' in out["prompt"] and 'class="ph" title="image 1 of 1' in out["prompt"]
     assert "<|image_pad|>x" in out["runs"]
     rows = out["table"]["data"]
-    assert len(rows) == 1 and rows[0][3] > 0  # image tokens
+    assert len(rows) == 1 and rows[0][2] > 0  # image tokens
     assert len(out["gallery"]) == 1
     assert "tokens: image" in out["budget"]
     assert out["chat"][-1]["role"] == "assistant" and out["chat"][-1]["content"]
@@ -245,13 +245,13 @@ def test_inspect_only_follows_the_slider(app, picture):
     for max_pixels in (100352, 401408):
         out = client.predict(*api_inputs(registry, "inspect", MODEL, message("Count the shops.", picture),
                                          controls={"max_pixels": max_pixels}), api_name="/inspect")
-        counts.append(named_outputs("inspect", out)["table"]["data"][0][3])
+        counts.append(named_outputs("inspect", out)["table"]["data"][0][2])
     assert counts[0] < counts[1]
     # Another model's Inspect does not wait for (or start) its engine: vLLM's renderer without an engine core
     starts, t0 = engines.starts, time.monotonic()
     out = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", OTHER, message("?", picture)),
                                                   api_name="/inspect"))
-    assert out["table"]["data"][0][3] == 576  # LLaVA-1.5: 24x24 patches
+    assert out["table"]["data"][0][2] == 576  # LLaVA-1.5: 24x24 patches
     assert engines.starts == starts and OTHER not in engines.loaded(), "Inspect started an engine"
     assert time.monotonic() - t0 < 30, "an engine start takes ~40 s here; a renderer a few"
     for bad, error in (("lots", "expected a number, got 'lots'"), (True, "expected a number"),
@@ -279,7 +279,7 @@ def test_retry_undo_and_compare(app, picture):
     nothing); a refused message changes nothing; Compare inspects two settings with the same controls."""
     url, engines, registry = app
     client = Client(url, verbose=False)
-    assert client.predict(api_name="/undo") == []  # an empty chat
+    assert named_outputs("undo", client.predict(api_name="/undo"))["chat"] == []  # an empty chat
     with pytest.raises(AppError, match="nothing to retry yet"):
         client.predict(*api_inputs(registry, "retry", MODEL, max_tokens=16), api_name="/retry")
     first = run(client.submit(*chat_args(registry, picture), api_name="/chat"))
@@ -301,7 +301,7 @@ def test_retry_undo_and_compare(app, picture):
     cache = longer["stats_data"]  # turn 2 re-sends turn 1 (its picture too): vLLM's prefix cache serves it
     assert 0 < cache["cached_tokens"] < cache["prompt_tokens"], cache
     assert f"{cache['cached_tokens']:,} from vLLM's prefix cache" in longer["stats"]
-    assert len(client.predict(api_name="/undo")) == 2
+    assert len(named_outputs("undo", client.predict(api_name="/undo"))["chat"]) == 2
     out = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL), api_name="/inspect"))
     assert prompt_text(out).count("<|im_start|>user") == 1  # the conversation as shown: one exchange
     a, _, b, _ = client.predict(*api_inputs(registry, "compare", MODEL, message("Count the shops.", picture),
@@ -344,28 +344,26 @@ def test_stop_then_retry_and_stop_then_undo(long_answers, picture):
     shown = client.predict(*api_inputs(registry, "inspect", MODEL), api_name="/inspect")
     prompt = prompt_text(named_outputs("inspect", shown))
     assert "Third question?" in prompt and prompt.count("<|im_start|>assistant") == 3  # the stopped answer is kept
-    undone = client.predict(api_name="/undo")
-    assert texts(undone)[::2] == ["First question?", "Second question?"]
+    undone = named_outputs("undo", client.predict(api_name="/undo"))
+    assert texts(undone["chat"])[::2] == ["First question?", "Second question?"]
+    assert undone["export_json"] == ""  # it replayed the removed request
     prompt = prompt_text(named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL),
                                                                  api_name="/inspect")))
     assert "Third question?" not in prompt and "Second question?" in prompt
 
 
-@contextlib.contextmanager
-def chromium():
-    """Debian's Chromium, headless, driven by Playwright (no browser download)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
-        try:
-            yield browser
-        finally:
-            browser.close()
+@pytest.fixture
+def clean_log(capfd, caplog):
+    """The app's log (this process's stdout, stderr and log records) must hold no traceback and no ERROR line
+    by the test's end: every browser test uses it."""
+    yield
+    out, err = capfd.readouterr()
+    lines = [*(out + err).splitlines(), *(f"{r.levelname} {r.getMessage()}" for r in caplog.records)]
+    problems = [line for line in lines if LOG_PROBLEMS.search(line)]
+    assert not problems, "the app's log says:\n" + "\n".join(problems[:20])
 
 
-def test_in_a_real_browser(app, picture):
+def test_in_a_real_browser(app, picture, clean_log):
     """Chromium (Debian's, headless): upload, ask, watch the answer stream, move a slider."""
     url, engines, registry = app
     with chromium() as browser:
@@ -390,47 +388,26 @@ def test_in_a_real_browser(app, picture):
         # the panels of the same render (their own event), and the message box cleared for the next question
         page.locator("#rendered-prompt mark.ph").first.wait_for(timeout=30_000)
         page.wait_for_function("document.querySelector('#question textarea').value === ''", timeout=10_000)
-        before = page.locator("#budget-text").inner_text()
+        before = page.locator("#budget .budget-text").inner_text()
         track = page.locator("#slider-max_pixels input[type=range]")
         box = track.bounding_box()
         try:
             page.mouse.click(box["x"] + box["width"] * 0.05, box["y"] + box["height"] / 2)
             page.wait_for_function(
-                "b => document.querySelector('#budget-text').innerText !== b", arg=before, timeout=60_000)
-            assert page.locator("#budget-text").inner_text() != before
+                "b => document.querySelector('#budget .budget-text').innerText !== b", arg=before, timeout=60_000)
+            assert page.locator("#budget .budget-text").inner_text() != before
             # a refused image URL is a clear message on the page, and the page goes on working
             page.locator("#image-urls textarea").fill("http://2130706433/latest/meta-data/")
             page.locator("#question textarea").fill("And this one?")
             page.locator("#question textarea").press("Enter")
             page.get_by_text("loopback address").first.wait_for(timeout=30_000)
             page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
-            # a phone: the three panels stack, each as wide as the screen
-            page.set_viewport_size({"width": 390, "height": 844})
-            page.wait_for_timeout(500)
-            boxes = [page.locator(f"#{panel}").bounding_box() for panel in PANELS]
-            page.screenshot(path=str(ARTIFACTS / "browser-phone.png"), full_page=True)
-            assert all(b and b["width"] > 300 and b["height"] > 50 for b in boxes), boxes
-            assert boxes[0]["y"] < boxes[1]["y"] < boxes[2]["y"], boxes
-            assert page.locator("#rendered-prompt mark.ph").first.is_visible()
-            # dark mode: the highlights and the prompt text keep their contrast
-            dark = browser.new_page(viewport={"width": 1600, "height": 1100}, color_scheme="dark")
-            dark.goto(url + "?__theme=dark")
-            dark.locator("#question input[type=file]").set_input_files(str(picture))
-            dark.locator("#question textarea").fill("What is written on the signs?")
-            dark.locator("#inspect").click()
-            dark.locator("#rendered-prompt mark.ph").first.wait_for(timeout=60_000)
-            dark.screenshot(path=str(ARTIFACTS / "browser-dark.png"), full_page=True)
-            assert dark.evaluate("document.body.classList.contains('dark')")
-            for selector in ("#rendered-prompt mark.ph", "#rendered-prompt mark.sp", "#rendered-prompt .prompt",
-                             "#budget-text"):
-                ratio = dark.evaluate(CONTRAST_JS, selector)
-                assert ratio >= 4.5, f"{selector}: contrast {ratio:.1f} in dark mode"
         finally:
             page.screenshot(path=str(ARTIFACTS / "browser-last.png"), full_page=True)
             browser.close()
 
 
-def test_stop_retry_undo_in_a_real_browser(long_answers):
+def test_stop_retry_undo_in_a_real_browser(long_answers, clean_log):
     """The conversation's sequences as a person clicks them (answers run to max_tokens unless stopped):
     ask, Stop; ask again, Stop; Retry answers the second question; Undo removes it."""
     url, engines, registry = long_answers
@@ -450,14 +427,18 @@ def test_stop_retry_undo_in_a_real_browser(long_answers):
             finished answer. Either way the conversation must come out as the sequence says."""
             if question is None:
                 page.locator("#retry").click()
-                page.wait_for_function("document.querySelector('#stats').innerText.trim() !== 'stopped'",
+                page.wait_for_function("!document.querySelector('#stats').innerText.includes('stopped')",
                                        timeout=60_000)
             else:
                 page.locator("#question textarea").fill(question)
                 page.locator("#question textarea").press("Enter")
                 wait_until(lambda: engines.running_requests() == 1, 120)
-            page.locator("#stop").click()
-            page.wait_for_function("document.querySelector('#stats').innerText.trim() === 'stopped'", timeout=30_000)
+            page.wait_for_function("!document.querySelector('#stop').disabled || "
+                                   "/finish/.test(document.querySelector('#stats').innerText)", timeout=60_000)
+            if page.locator("#stop").is_enabled():  # (a finished answer leaves Stop inactive and the stats as they were)
+                page.locator("#stop").click()
+                page.wait_for_function("document.querySelector('#stats').innerText.includes('stopped')",
+                                       timeout=30_000)
             wait_until(lambda: engines.running_requests() == 0, 30)
             assert engines.running_requests() == 0
 
@@ -478,20 +459,6 @@ def test_stop_retry_undo_in_a_real_browser(long_answers):
         finally:
             page.screenshot(path=str(ARTIFACTS / "browser-stop-retry-undo.png"), full_page=True)
             browser.close()
-
-
-PANELS = ("settings-panel", "prompt-panel", "chat-panel")
-CONTRAST_JS = """selector => {
-    const el = document.querySelector(selector);
-    const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
-    const lum = ([r, g, b]) => [r, g, b].map(v => { v /= 255; return v <= 0.03928 ? v / 12.92
-        : Math.pow((v + 0.055) / 1.055, 2.4); }).reduce((a, v, i) => a + v * [0.2126, 0.7152, 0.0722][i], 0);
-    let bg = el, fill = [0, 0, 0, 0];
-    while (bg) { fill = rgb(getComputedStyle(bg).backgroundColor);
-                 if (fill.length === 3 || (fill.length === 4 && fill[3] > 0.5)) break; bg = bg.parentElement; }
-    const [a, b] = [lum(rgb(getComputedStyle(el).color)), lum(bg ? fill : [255, 255, 255])];
-    return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-}"""
 
 
 def inspect_args(registry, urls="", text="What is this?", files=()):
@@ -551,7 +518,7 @@ def test_bad_urls_files_and_payloads_through_the_api(app, tmp_path):
         assert "root:" not in json.dumps(payload) and "tiny-qwen" not in json.dumps(payload)
     # ... and the next request works, with an image from an allowed URL
     out = client.predict(*inspect_args(registry, urls=app.internet.url("/ok.png")), api_name="/inspect")
-    assert out[2]["data"][0][5] == "64x48"
+    assert out[2]["data"][0][4].startswith("64x48")
     assert engines.running_requests() == 0
 
 
@@ -688,7 +655,7 @@ def test_engine_killed_mid_answer(long_answers, picture):
             psutil.Process(pid).kill()
     with pytest.raises(AppError, match="engine stopped.*the next request restarts it"):
         job.result(timeout=60)
-    assert "⚠ failed" in texts(named(*job.outputs())["chat"])[-1]
+    assert "[failed" in texts(named(*job.outputs())["chat"])[-1]
     other = Client(url, verbose=False)  # another session: the page still answers
     assert "Tiny Qwen2.5-VL" in other.predict(MODEL, api_name="/load_model")
     # the failed answer is shown as failed; Retry answers the same question on the new engine
@@ -732,7 +699,7 @@ def test_switching_models(app, picture):
     assert "Tiny LLaVA-1.5" in state and "ready" in state and "random weights" in state
     assert engines.loaded() == [OTHER]
     out = run(client.submit(*chat_args(registry, picture, model=OTHER), api_name="/chat"), client)
-    assert out["table"]["data"][0][3] == 576
+    assert out["table"]["data"][0][2] == 576
 
 
 def test_a_large_upload_does_not_stall_another_users_stream(long_answers, tmp_path):
@@ -769,7 +736,7 @@ def test_a_large_upload_does_not_stall_another_users_stream(long_answers, tmp_pa
         out = uploader.predict(*api_inputs(registry, "inspect", MODEL, message("What is this?", big)),
                                api_name="/inspect")
         t1 = time.monotonic()
-        assert named_outputs("inspect", out)["table"]["data"][0][5] == "6000x6000"
+        assert named_outputs("inspect", out)["table"]["data"][0][4].startswith("6000x6000")
         time.sleep(0.5)
     finally:
         job.cancel()
@@ -807,7 +774,7 @@ def test_a_video_through_the_page_api(app):
         assert any("video 1:" in (item.get("caption") or "") for item in out["gallery"])
         assert "video " in out["budget"] and 'class="video"' in out["budget"]
     assert "4 sampled" in rows[1.0][-1] and "8 sampled" in rows[2.0][-1]
-    assert rows[1.0][3] * 2 == rows[2.0][3]  # twice the frames, twice the temporal patches
+    assert rows[1.0][2] * 2 == rows[2.0][2]  # twice the frames, twice the temporal patches
     job = client.submit(*api_inputs(registry, "chat", MODEL, message("Where does the square go?", CLIP),
                                     max_tokens=12, seed=3, controls={"fps": 1.0}), api_name="/chat")
     out = run(job, client)
@@ -820,7 +787,7 @@ def test_a_video_through_the_page_api(app):
     assert engines.running_requests() == 0
 
 
-def test_a_video_in_a_real_browser(app):
+def test_a_video_in_a_real_browser(app, clean_log):
     """Chromium: upload the example clip to the tiny Qwen2.5-VL, inspect, move the fps slider (this family's
     loader samples by rate; it ignores num_frames, whose slider is hidden): the token count shown changes
     exactly as the engine's ids do for that setting."""
@@ -840,7 +807,7 @@ def test_a_video_in_a_real_browser(app):
     expected = {fps: engine_count(fps) for fps in (0.5, 1.0, 1.5, 2.0)}
 
     def shown_count(page) -> int:  # the budget line's video tokens (Qwen2.5-VL's range is its pads alone)
-        return int(re.search(r"video ([\d,]+)", page.locator("#budget-text").inner_text())[1].replace(",", ""))
+        return int(re.search(r"video ([\d,]+)", page.locator("#budget .budget-text").inner_text())[1].replace(",", ""))
 
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1600, "height": 1100})
@@ -851,15 +818,15 @@ def test_a_video_in_a_real_browser(app):
         page.locator("#question textarea").fill("Where does the square go?")
         page.wait_for_timeout(500)
         page.locator("#inspect").click()
-        page.wait_for_function("(document.querySelector('#budget-text') || {innerText: ''}).innerText"
+        page.wait_for_function("(document.querySelector('#budget .budget-text') || {innerText: ''}).innerText"
                                ".includes('video')", timeout=120_000)
         first = shown_count(page)
         assert first == expected[2.0]
-        before = page.locator("#budget-text").inner_text()
+        before = page.locator("#budget .budget-text").inner_text()
         track = page.locator("#slider-fps input[type=range]")
         box = track.bounding_box()
         page.mouse.click(box["x"] + box["width"] * 1 / 8, box["y"] + box["height"] / 2)  # fps 0..8: about 1
-        page.wait_for_function("b => document.querySelector('#budget-text').innerText !== b", arg=before,
+        page.wait_for_function("b => document.querySelector('#budget .budget-text').innerText !== b", arg=before,
                                timeout=60_000)
         page.wait_for_timeout(300)
         second = shown_count(page)
@@ -884,7 +851,7 @@ def test_bad_videos_through_the_api(app, tmp_path):
     assert out["table"]["data"][0][0] == "video 1"
 
 
-def test_detect_draws_the_box_in_a_real_browser(app, picture):
+def test_detect_draws_the_box_in_a_real_browser(app, picture, clean_log):
     """Chromium, Detect mode on the tiny Qwen2.5-VL: the answer, held to the family's JSON grammar by vLLM's
     structured outputs, streams a box; the page draws it on the uploaded picture where the answer says, mapped
     from the processed image's pixels (the engine's renderer gives that size) to the picture's own."""

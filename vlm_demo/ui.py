@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import html
 import io
 import itertools
 import json
@@ -33,25 +34,38 @@ from .fetch import is_video_url, load_media_url
 from .media import (VIDEO_SUFFIXES, ImageEmbeds, Recent, Video, image_digest, is_video_name, load_image,
                     load_image_embeds, load_video)
 from .registry import Sampling
-from .settings import ENCODED_IMAGES_KEPT, PAGE_RENDERS_KEPT, VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
+from .settings import (ENCODED_IMAGES_KEPT, PAGE_RENDERS_KEPT, STATUS_EVERY_S, VIDEO_FPS, VIDEO_NUM_FRAMES,
+                       Settings)
 from .families.grounding import Grounding
 from .grounding import draw as draw_boxes
 from .grounding import place
 from .grounding import rows as box_rows
-from .service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn, detect_request, video_sampling
+from .service import (ChatRequest, ChatService, Delta, Done, Failed, Rendered, Turn, Waiting, detect_request,
+                      video_sampling)
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 OVERLAYS = Path(tempfile.gettempdir()) / "vlm-demo-overlays"  # the expansion panel's pictures, named by content
 BOX_HEADERS = ["label", "x1", "y1", "x2", "y2"]
-TABLE_HEADERS = ["item", "placeholder", "token id", "count", "range", "size", "processed", "grid", "thumbnail",
-                 "frames"]
+TABLE_HEADERS = ["item", "token (id)", "count", "positions", "size → processed", "grid or frames"]
+"""The expansion table's columns (few and short: the panel is a third of the page, a phone's width on a phone)."""
+TABLE_WIDTHS = ["13%", "24%", "12%", "15%", "19%", "17%"]
+"""Their widths: the table fits its panel, text wraps inside a cell (it used to scroll sideways)."""
 CSS = """
-.prompt { white-space: pre-wrap; font-family: ui-monospace, monospace; font-size: 12px; max-height: 420px;
-          overflow: auto; margin: 0; }
-mark.ph { background: #ffd54f; color: #000; } mark.sp { background: #cfd8dc; color: #000; }
+.prompt { white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: 12px;
+          max-height: 420px; overflow: auto; margin: 0; }
+mark.ph, mark.ph * { background: #ffd54f; color: #000; } mark.sp, mark.sp * { background: #cfd8dc; color: #000; }
+@media (max-width: 720px) {  /* a phone: the model's name whole, its status under it, and the chat right after */
+  #model-row { flex-direction: column; align-items: stretch; }
+  #model-row > * { width: 100%; max-width: 100%; }
+  #chat-panel { order: -1; }
+}
 .budget { display: flex; height: 18px; border-radius: 4px; overflow: hidden; background: #e8f5e9; }
 .budget .image { background: #ff7043; } .budget .video { background: #ab47bc; } .budget .txt { background: #42a5f5; }
 """ + PROMPT_CSS
+GALLERY_HEIGHT = "clamp(270px, 60vw, 410px)"
+"""The expansion pictures' height: one picture at a time, whole (a grid's cells are square and cut a wide
+picture), about as tall as a 16:9 picture at the panel's width on a phone and on a desktop (measured: 97-98 %
+of the box filled at 390 and 1600 px)."""
 EXAMPLE_CLIP = "moving-square.webm"
 """The example video (made by ``assets/make_clip.py``)."""
 EXAMPLES = [
@@ -60,11 +74,22 @@ EXAMPLES = [
 ]
 
 
-def _state_text(service: ChatService, name: str) -> str:
+def _state_text(service: ChatService, name: str, starting: bool = False) -> str:
+    """The status line: the model, where its engine stands (while it starts: the phase and seconds so far, bytes
+    while downloading) and whether its weights are random. ``starting``: a start was just asked for."""
     spec = service.registry.get(name)
     note = " · **random weights**: answers are noise, prompts and token counts are real" if spec.random_weights else ""
-    state = f"remote: {spec.endpoint}" if spec.remote else service.engines.state(name)
-    return f"{spec.display_label} — engine: **{state}**{note}"
+    if spec.remote:
+        state = f"**remote**: {spec.endpoint}"
+    elif (progress := service.engines.progress(name)) is not None:
+        state = f"**starting**: {progress.text()}"
+    else:
+        state = f"**{service.engines.state(name)}**"
+        if starting and state != "**ready**":
+            state = "**starting**"
+        elif state == "**not loaded**":
+            state += " (it starts at the first question)"
+    return f"{spec.display_label} — engine: {state}{note}"
 
 
 def budget_html(inspection: Inspection) -> str:
@@ -77,17 +102,25 @@ def budget_html(inspection: Inspection) -> str:
     words = " · ".join(f"{m} {n:,} ({pct(n):.1f}%)" for m, n in media)
     return (f'<div class="budget" title="{title}, text {b.text_tokens}, free {b.free}">{bars}'
             f'<div class="txt" style="width:{pct(b.text_tokens):.2f}%"></div></div>'
-            f'<p id="budget-text">{b.total:,} of {b.max_model_len:,} tokens: {words} · '
+            f'<p class="budget-text">{b.total:,} of {b.max_model_len:,} tokens: {words} · '
             f'text {b.text_tokens:,} · free {b.free:,}</p>')
 
 
 def image_table(inspection: Inspection) -> list[list[Any]]:
-    """One row per multimodal item for the expansion table."""
-    def size(v):
-        return f"{v[0]}x{v[1]}" if v else "-"
-    return [[f"{e.modality} {e.index + 1}", e.placeholder, e.token_id, e.count, f"[{e.offset}, {e.offset + e.length})",
-             size(e.orig_size), size(e.processed_size), f"{e.grid[0]}x{e.grid[1]}" if e.grid else "-",
-             "-" if e.thumbnail is None else ("yes" if e.thumbnail else "no"), frames_text(e)]
+    """One row per multimodal item for the expansion table (``TABLE_HEADERS``)."""
+    def size(e: Expansion) -> str:
+        shown = f"{e.orig_size[0]}x{e.orig_size[1]}" if e.orig_size else "-"
+        if e.processed_size and e.processed_size != e.orig_size:
+            shown += f" → {e.processed_size[0]}x{e.processed_size[1]}"
+        return shown
+
+    def grid(e: Expansion) -> str:
+        if e.modality == "video":
+            return frames_text(e)
+        shown = f"{e.grid[0]}x{e.grid[1]}" if e.grid else "-"
+        return shown + (" + thumbnail" if e.thumbnail else "")
+    return [[f"{e.modality} {e.index + 1}", f"{inspection.token_texts.get(e.token_id, e.placeholder)} ({e.token_id})", e.count,
+             f"{e.offset}-{e.offset + e.length - 1}", size(e), grid(e)]
             for e in inspection.expansions()]
 
 
@@ -138,13 +171,12 @@ def overlay_file(image: Image.Image, expansion: Expansion, center_crop: bool) ->
 
 def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> dict[str, Any]:
     """Values of the prompt and expansion panels for one inspection."""
-    spec = service.registry.get(inspection.model)
     center_crop = families.get(inspection.family).center_crop
-    specials = service.engines.special_tokens(spec.name)
     who = "vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits them"
-    header = f'<p id="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
+    header = f'<p class="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
+    header += f'<p class="sent-settings">{html.escape(settings_text(inspection))}</p>'
     if inspection.geometry_note:
-        header += f'<p id="geometry-note">{inspection.geometry_note}: counts, ids and ranges are vLLM\'s; no grid drawn</p>'
+        header += f'<p class="geometry-note">{inspection.geometry_note}: counts, ids and ranges are vLLM\'s; no grid drawn</p>'
 
     gallery = [(overlay_file(img, im, center_crop),
                 f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
@@ -155,8 +187,28 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
         if thumbnails:
             gallery.append((image_file(contact_sheet(video, thumbnails), OVERLAYS),
                             f"video {video.index + 1}: {frames_text(video)}"))
-    return {"prompt": header + prompt_html(inspection, specials), "runs": run_length_text(inspection),
-            "table": image_table(inspection), "gallery": gallery, "budget": budget_html(inspection)}
+    return {"prompt": header + prompt_html(inspection, inspection.special_tokens), "runs": run_length_text(inspection),
+            "table": image_table(inspection), "gallery": opened(gallery), "budget": budget_html(inspection)}
+
+
+def opened(gallery: list[Any]) -> Any:
+    """A gallery's pictures with the first one open, whole (Gradio shows new pictures as a grid of square cells,
+    which cut a wide picture and its grid; ``preview`` holds only for the value given at build time)."""
+    return gr.update(value=gallery, selected_index=0) if gallery else []
+
+
+def settings_text(inspection: Inspection) -> str:
+    """The per-request settings the render went with, as vLLM got them: "processor kwargs: max_pixels=401408 ·
+    video sampling: fps=2" ("processor kwargs: none (the checkpoint's own)" without any)."""
+    def pairs(values: Any, scope: str = "") -> str:  # nested kwargs as the controls name them (videos_kwargs.x)
+        return ", ".join(pairs(v, f"{scope}{k}.") if isinstance(v, dict) else
+                         f"{scope}{k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in values.items())
+    line = f"processor kwargs: {pairs(inspection.mm_kwargs) or 'none'}"
+    line += " (the checkpoint's own config for the rest)" if inspection.mm_kwargs else " (the checkpoint's own config)"
+    for modality, options in inspection.media_io.items():
+        if options:
+            line += f" · {modality} sampling: {pairs(options)}"
+    return line
 
 
 @dataclasses.dataclass
@@ -209,10 +261,16 @@ def stats_data(stats: Stats | None, status: str, marks: dict[str, float] | None 
     return {"status": status, **(dataclasses.asdict(stats) if stats else {}), **({"marks": marks} if marks else {})}
 
 
-def stats_text(stats: Stats) -> str:
-    """The stats line under the chat."""
-    line = (f"{stats.tokens} tokens · time to first token **{stats.ttft_s:.2f} s** · "
-            f"**{stats.tokens_per_s:.1f} tokens/s** · finish: {stats.finish_reason}")
+def stats_text(stats: Stats, stopped: bool = False) -> str:
+    """The stats line under the chat: the wait for the engine's start (where there was one) apart from the time to
+    first token; for a stopped answer, how far it went."""
+    waited = f"waited **{stats.wait_s:.1f} s** for the engine to start · " if stats.wait_s >= 0.05 else ""
+    if stopped and not stats.tokens:
+        return f"{waited}**stopped** before the first token"
+    line = (f"{waited}{'**stopped** after ' if stopped else ''}{stats.tokens} tokens · time to first token "
+            f"**{stats.ttft_s:.2f} s** · **{stats.tokens_per_s:.1f} tokens/s**")
+    if not stopped:
+        line += f" · finish: {stats.finish_reason}"
     if stats.reasoning_tokens:
         line += f" · reasoning {stats.reasoning_tokens} tokens"
     if stats.prompt_tokens:
@@ -224,24 +282,32 @@ def stats_of(done: Done) -> Stats:
     """The figures of a finished answer."""
     return Stats(tokens=done.num_tokens, ttft_s=done.ttft_s, tokens_per_s=done.tokens_per_s,
                  finish_reason=done.finish_reason, prompt_tokens=done.prompt_tokens, cached_tokens=done.cached_tokens,
-                 reasoning_tokens=done.reasoning_tokens)
+                 reasoning_tokens=done.reasoning_tokens, wait_s=done.wait_s)
+
+
+def waiting_text(event: Waiting) -> str:
+    """The stats line while a question waits for its model's engine to start."""
+    return f"waiting for the {event.model} engine to start: {event.phase} (the panels show vLLM's render already)"
 
 
 PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
 """The prompt and expansion panels."""
-CHAT_OUTPUTS = ("chat", "stats", "stats_data", "boxes")
+CHAT_OUTPUTS = ("chat", "stats", "stats_data", "boxes", "stop_btn")
 """What ``/chat`` and ``/retry`` stream, in this order (read them by name with ``named_outputs``): what changes
 while the answer streams. Gradio's cost per streamed update grows with its outputs (each is post-processed,
 its files checked, in a worker thread), and an output left out of an update costs more still (a property
 update rebuilds its configuration), so the panels of the same render have their own event (``/panels``)."""
-RENDER_OUTPUTS = (*PANEL_OUTPUTS, "engine_state", "export_json", "export_curl", "export_py")
+RENDER_OUTPUTS = (*PANEL_OUTPUTS, "export_json", "export_curl", "export_py")
 """What ``/panels`` returns: the panels and Export of the render the session's last answer was generated from."""
-INSPECT_OUTPUTS = (*PANEL_OUTPUTS, "engine_state", "stats")
+INSPECT_OUTPUTS = (*PANEL_OUTPUTS, "stats")
 """What ``/inspect`` returns, in this order."""
 COMPARE_OUTPUTS = ("compare_a", "compare_a_gallery", "compare_b", "compare_b_gallery")
 """What ``/compare`` returns, in this order."""
+EXPORT_OUTPUTS = ("export_json", "export_curl", "export_py")
+"""Export's three boxes."""
 API_OUTPUTS = {"chat": CHAT_OUTPUTS, "retry": CHAT_OUTPUTS, "panels": RENDER_OUTPUTS, "inspect": INSPECT_OUTPUTS,
-               "compare": COMPARE_OUTPUTS, "undo": ("chat",), "clear": ("chat", *PANEL_OUTPUTS, "stats", "boxes")}
+               "compare": COMPARE_OUTPUTS, "undo": ("chat", *EXPORT_OUTPUTS),
+               "clear": ("chat", *PANEL_OUTPUTS, "stats", "boxes", *EXPORT_OUTPUTS)}
 """Each API endpoint's outputs by name."""
 
 
@@ -249,7 +315,8 @@ def named_outputs(api_name: str, values: Any) -> dict[str, Any]:
     """One result of the page's API (``gradio_client``'s tuple, or a single value) by output name."""
     names = API_OUTPUTS[api_name.strip("/")]
     values = values if isinstance(values, (list, tuple)) and len(names) > 1 else [values]
-    return dict(zip(names, values, strict=True))
+    return {name: value["value"] if isinstance(value, dict) and value.get("__type__") == "update" and "value" in value
+            else value for name, value in zip(names, values, strict=True)}
 
 
 def typed_input(component: Any, kind: str) -> Any:
@@ -348,42 +415,49 @@ class Controls:
                                           else None) for k in made.kwargs]
         return made
 
-    def video_component(self, model: str, name: str, **extra: Any) -> Any:
-        """The ``num_frames`` or ``fps`` slider as ``model`` samples videos: ``num_frames`` for a family sampled
-        by count (with ``fps`` as an optional cap, 0: off), ``fps`` alone for one sampled by rate (Qwen-VL,
-        whose loader ignores ``num_frames``); hidden for a model without video."""
+    def props(self, model: str, name: str) -> dict[str, Any]:
+        """The properties of control ``name`` (a processor kwarg or a ``VIDEO_OPTIONS`` slider) as ``model`` has
+        it: shown or hidden, its label, its value and (a slider) its range. The page's one component per name
+        takes these at build time and again, as a property update, whenever the model picker moves, so a switch
+        never makes a component in an event handler."""
         spec = self.registry.get(model)
-        by_rate = video_sampling(spec) == "fps"
-        if name == "num_frames":
-            return typed_input(gr.Slider(1, self.settings.max_video_frames, value=VIDEO_NUM_FRAMES, step=1,
-                                         visible=takes_video(spec) and not by_rate,
-                                         label="num_frames (frames sampled from each video)", **extra), "int")
-        label = ("fps (frames sampled per second of video; this family's loader samples by rate)" if by_rate
-                 else "fps (caps num_frames at this rate; 0: num_frames alone)")
-        return typed_input(gr.Slider(0, self.settings.max_video_fps, value=video_defaults(spec)["fps"], step=0.5,
-                                     visible=takes_video(spec), label=label, **extra), "number")
+        if name in VIDEO_OPTIONS:
+            by_rate = video_sampling(spec) == "fps"
+            if name == "num_frames":
+                return {"minimum": 1, "maximum": self.settings.max_video_frames, "step": 1, "value": VIDEO_NUM_FRAMES,
+                        "visible": takes_video(spec) and not by_rate,
+                        "label": "num_frames (frames sampled from each video)"}
+            label = ("fps (frames sampled per second of video; this family's loader samples by rate)" if by_rate
+                     else "fps (caps num_frames at this rate; 0: num_frames alone)")
+            return {"minimum": 0, "maximum": self.settings.max_video_fps, "step": 0.5,
+                    "value": video_defaults(spec)["fps"], "visible": takes_video(spec), "label": label}
+        own = spec.mm_control(name)
+        setting = own or self.setting(name)
+        label = setting.label if setting.default is not None else f"{setting.label} (checkpoint's own until moved)"
+        props = {"value": spec.initial(name) if own else setting.initial, "label": label, "visible": own is not None}
+        if setting.kind == "bool":
+            return props
+        return props | {"minimum": setting.min, "maximum": setting.max, "step": setting.step}
 
     def setting(self, kwarg: str) -> Any:
         """The first model's control setting for ``kwarg`` (the shape of a hidden control)."""
         return next(c for m in self.registry.models for c in m.controls if c.kwarg == kwarg)
 
-    def component(self, model: str, kwarg: str, **extra: Any) -> Any:
-        """The control for ``kwarg`` as ``model`` has it (hidden when it has none)."""
-        if kwarg in VIDEO_OPTIONS:
-            return self.video_component(model, kwarg, **extra)
-        spec = self.registry.get(model)
-        own = spec.mm_control(kwarg)
-        setting = own or self.setting(kwarg)
-        label = setting.label if setting.default is not None else f"{setting.label} (checkpoint's own until moved)"
-        props = {"value": spec.initial(kwarg) if own else setting.initial, "label": label, "visible": own is not None}
-        if setting.kind == "bool":
-            return typed_input(gr.Checkbox(**props, **extra), "bool")
-        return typed_input(gr.Slider(**props, minimum=setting.min, maximum=setting.max, step=setting.step, **extra),
-                           "int")
+    def kind(self, name: str) -> str:
+        """"bool" (a checkbox), "int" or "number" (a slider) for control ``name``."""
+        if name in VIDEO_OPTIONS:
+            return "int" if name == "num_frames" else "number"
+        return self.setting(name).kind
+
+    def component(self, model: str, name: str, **extra: Any) -> Any:
+        """The component for control ``name``, as ``model`` has it (built once, with the page)."""
+        props, kind = self.props(model, name), self.kind(name)
+        made = gr.Checkbox(**props, **extra) if kind == "bool" else gr.Slider(**props, **extra)
+        return typed_input(made, kind)
 
     def updates(self, model: str) -> list[Any]:
-        """The controls after the model picker moved to ``model``."""
-        return [self.component(model, k) for k in self.kwargs]
+        """The controls' property updates after the model picker moved to ``model``."""
+        return [gr.update(**self.props(model, k)) for k in self.kwargs]
 
     def mm_kwargs(self, model: str, values: Sequence[Any]) -> dict[str, Any]:
         """The per-request kwargs the controls' ``values`` ask for under ``model``, each checked against its
@@ -472,6 +546,8 @@ class Page:
     compare_a_gallery: Any
     compare_b: Any
     compare_b_gallery: Any
+    timer: Any
+    """Asks for the status line every ``STATUS_EVERY_S`` (each second while the engine starts)."""
 
     def out(self, names: Sequence[str]) -> list[Any]:
         """Components by name."""
@@ -495,9 +571,12 @@ def layout(service: ChatService, default_model: str) -> Page:
     gr.Markdown("# vlm-demo\nChat with a vision-language model served by vLLM and see exactly what the "
                 "engine receives: the rendered prompt, each image's tokens, and the streamed answer.")
     parts: dict[str, Any] = {"state": gr.State(Conversation()), "rendered": gr.State((0, False))}
-    with gr.Row():
-        parts["model"] = gr.Dropdown(choices=choices, value=default_model, label="Model", scale=2, elem_id="model")
-        parts["engine_state"] = gr.Markdown(_state_text(service, default_model), elem_id="engine-state")
+    with gr.Row(elem_id="model-row"):
+        parts["model"] = gr.Dropdown(choices=choices, value=default_model, label="Model", scale=2, min_width=260,
+                                     elem_id="model")
+        parts["engine_state"] = gr.Markdown(_state_text(service, default_model), elem_id="engine-state",
+                                            min_width=260)
+    parts["timer"] = gr.Timer(STATUS_EVERY_S[1])
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=260, elem_id="settings-panel"):
             parts["system"] = gr.Textbox(label="System prompt", placeholder="(the chat template's default)", lines=2)
@@ -519,26 +598,28 @@ def layout(service: ChatService, default_model: str) -> Page:
             parts["budget"] = gr.HTML(elem_id="budget")
             parts["runs"] = gr.Textbox(label="Token sequence (runs)", lines=4, max_lines=10, elem_id="runs")
             parts["table"] = gr.Dataframe(headers=TABLE_HEADERS, label="Images and videos", elem_id="image-table",
-                                          interactive=False)
-            parts["gallery"] = gr.Gallery(label="What the processor did", columns=2, height=260, elem_id="overlays")
+                                          interactive=False, wrap=True, column_widths=TABLE_WIDTHS)
+            parts["gallery"] = gr.Gallery(label="What the processor did", preview=True, height=GALLERY_HEIGHT,
+                                          object_fit="contain", elem_id="overlays")
         with gr.Column(scale=2, min_width=320, elem_id="chat-panel"):
             gr.Markdown("### 3 · Chat")
             parts["chat"] = gr.Chatbot(label="Chat", elem_id="chat", height=440)
             parts["box"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, ".safetensors"],
-                                                file_count="multiple", elem_id="question",
+                                                file_count="multiple", elem_id="question", label="Message",
+                                                show_label=False,
                                                 placeholder="Ask about the images or videos (upload, paste or drop "
                                                             "them here)")
             parts["urls"] = gr.Textbox(label="Image or video URLs (one a line; http(s) from allowed hosts, or data:)",
                                        visible=settings.url_fetch, lines=1, elem_id="image-urls")
+            with gr.Row(elem_id="chat-buttons"):  # right under the message box: they stay put while text streams
+                parts["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="stop", interactive=False, min_width=60)
+                parts["retry_btn"] = gr.Button("Retry", elem_id="retry", min_width=60)
+                parts["undo_btn"] = gr.Button("Undo", elem_id="undo", min_width=60)
+                parts["clear_btn"] = gr.Button("Clear", elem_id="clear", min_width=60)
             parts["stats"] = gr.Markdown(elem_id="stats")
             parts["stats_data"] = gr.JSON(visible=False, elem_id="stats-data")
             parts["boxes"] = gr.Dataframe(headers=BOX_HEADERS, label="Boxes and points (pixels of the picture)",
                                           elem_id="boxes", interactive=False)
-            with gr.Row():
-                parts["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="stop")
-                parts["retry_btn"] = gr.Button("Retry", elem_id="retry")
-                parts["undo_btn"] = gr.Button("Undo", elem_id="undo")
-                parts["clear_btn"] = gr.Button("Clear", elem_id="clear")
     examples = [[{"text": q, "files": [str(ASSETS / f)]}] for f, q in EXAMPLES if (ASSETS / f).exists()]
     if (ASSETS / "shape-a.png").exists():
         examples.append([{"text": "What differs between the two pictures?",
@@ -548,10 +629,11 @@ def layout(service: ChatService, default_model: str) -> Page:
                           "files": [str(ASSETS / EXAMPLE_CLIP)]}])
     if examples:
         gr.Examples(examples, [parts["box"]], label="Examples (made by this project)")
-    with gr.Accordion("Export: replay this request against vllm serve", open=False):
-        parts["export_curl"] = gr.Code(label="vllm serve + curl", language="shell")
-        parts["export_json"] = gr.Code(label="request.json (OpenAI chat completions)", language="json")
-        parts["export_py"] = gr.Code(label="Python (openai)", language="python")
+    with gr.Accordion("Export: replay this request against vllm serve", open=False, elem_id="export"):
+        parts["export_curl"] = gr.Code(label="vllm serve + curl", language="shell", elem_id="export-curl")
+        parts["export_json"] = gr.Code(label="request.json (OpenAI chat completions)", language="json",
+                                       elem_id="export-json")
+        parts["export_py"] = gr.Code(label="Python (openai)", language="python", elem_id="export-py")
     with gr.Accordion("Compare two settings", open=False, elem_id="compare"):
         with gr.Row():
             for side in ("a", "b"):
@@ -564,7 +646,8 @@ def layout(service: ChatService, default_model: str) -> Page:
             for side in ("a", "b"):
                 with gr.Column():
                     parts[f"compare_{side}"] = gr.HTML(elem_id=f"compare-{side}")
-                    parts[f"compare_{side}_gallery"] = gr.Gallery(columns=2, height=220)
+                    parts[f"compare_{side}_gallery"] = gr.Gallery(preview=True, height=GALLERY_HEIGHT, object_fit="contain",
+                                                                  label=f"{side.upper()}: what the processor did")
     return Page(**parts)
 
 
@@ -583,13 +666,48 @@ class _Live:
 
     conversation: Conversation
     stopped: bool = False
-    """Set by Stop: the stream ends at its next event (closing it aborts the engine request), whether or
-    not Gradio's cancellation of the event reached it first."""
+    """Set by Stop: the stream ends (closing it aborts the engine request) and shows the answer as stopped."""
+    stats: Stats = dataclasses.field(default_factory=Stats)
+    """The answer's figures so far (what a Stop shows)."""
+    tokens_flowing: bool = False
+    """Whether answer text has begun to come (then events come often, and each one checks ``stopped``)."""
+    wake: asyncio.Future[None] | None = None
+    """Done when Stop is pressed: wakes a stream waiting for a slow event (the render, the engine's start)."""
 
     def shown(self, conversation: Conversation) -> Conversation:
         """Note ``conversation`` as the one being shown; returns it."""
         self.conversation = conversation
         return conversation
+
+    def stop(self) -> None:
+        """Stop pressed (from any thread)."""
+        self.stopped = True
+        wake = self.wake
+        if wake is not None:
+            with contextlib.suppress(RuntimeError):  # (its loop closed: nothing waits)
+                wake.get_loop().call_soon_threadsafe(lambda: wake.done() or wake.set_result(None))
+
+    async def events(self, events: Any):
+        """``events`` until they end or Stop is pressed. Until answer text comes (the render, an engine's start)
+        a Stop wakes the wait at once; then each event checks it (they come every few milliseconds), which costs
+        no task per token."""
+        self.wake = asyncio.get_running_loop().create_future()
+        while not self.stopped:
+            if self.tokens_flowing:
+                event = await anext(events, None)
+            else:
+                step = asyncio.ensure_future(anext(events, None))
+                await asyncio.wait({step, self.wake}, return_when=asyncio.FIRST_COMPLETED)
+                if not step.done():  # Stop: the service's stream is cancelled where it waits
+                    step.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                        await step
+                    return
+                event = step.result()
+            if event is None or self.stopped:
+                return
+            self.tokens_flowing = self.tokens_flowing or isinstance(event, Delta)
+            yield event
 
 
 class Handlers:
@@ -642,11 +760,18 @@ class Handlers:
             if n > per_turn:
                 raise InputError(f"{n} {modality}s in one message; the limit is {per_turn}")
         items = list(await asyncio.to_thread(self._decode, files))
+        # A clip shows as its first frame (a browser plays few of the codecs vLLM decodes), said in words
+        pictures = [await asyncio.to_thread(image_file, item.poster, OVERLAYS)
+                    if isinstance(item, Video) and item.poster is not None else path
+                    for path, item in zip(files, items, strict=True)]
+        clips = "".join(f"\n[video: {item.name}, {item.duration_s:.1f} s; its first frame shown]"
+                        for item in items if isinstance(item, Video))
         items += [await load_media_url(link, self.settings) for link in links]
         media = {"image": tuple(i for i in items if not isinstance(i, Video)),
                  "video": tuple(i for i in items if isinstance(i, Video))}
-        shown = text + "".join(f"\n[{'video' if is_video_url(link) else 'image'}: {link[:80]}]" for link in links)
-        return Turn("user", text, {m: found for m, found in media.items() if found}), (*files, shown)
+        shown = text + clips + "".join(f"\n[{'video' if is_video_url(link) else 'image'}: {link[:80]}]"
+                                       for link in links)
+        return Turn("user", text, {m: found for m, found in media.items() if found}), (*pictures, shown)
 
     def _decode(self, files: Sequence[str]) -> list[Any]:
         return [load_image_embeds(path, self.settings) if path.endswith(".safetensors")
@@ -659,8 +784,10 @@ class Handlers:
         images = [im for t in request.turns for im in t.media.get("image", ())]
         spec = self.registry.get(request.model)
         body = chat_completions_body(request, spec)
-        return {**panels(self.service, inspection, images), "engine_state": _state_text(self.service, request.model),
-                "export_json": json.dumps(body, indent=1), "export_curl": serve_command(spec) + "\n\n" + curl_command(spec),
+        return {**panels(self.service, inspection, images),
+                "export_json": json.dumps(body, indent=1),
+                "export_curl": serve_command(spec, self.service.engines.model_path(spec) if spec.tiny else None)
+                + "\n\n" + curl_command(spec),
                 "export_py": python_snippet(body, spec)}
 
     async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, clear_box: bool,
@@ -692,44 +819,53 @@ class Handlers:
         shown: dict[str, Any] = {}
         last = 0.0
         boxes: Boxes | None = None
-        async with contextlib.aclosing(self.service.chat(request)) as events:
-            async for event in events:
-                if live.stopped:  # Stop reached this stream before Gradio's cancellation did: end it, marked
-                    stopped = live.conversation.settled()  # (Gradio repeats a generator's last update at its end)
-                    yield page.values(**shown | {"chat": chat_messages(stopped), "stats": "stopped",
-                                                 "stats_data": stats_data(None, "stopped")}) | {page.state: stopped}
-                    return
+        async with contextlib.aclosing(self.service.chat(request, preview=True)) as events:
+            async for event in live.events(events):
                 if isinstance(event, Failed):
                     if not shown:
                         raise gr.Error(event.message)
                     conversation = conversation.with_last(status="failed", note=event.message)
-                    yield page.values(**shown | {"chat": chat_messages(conversation), "stats": "",
+                    yield page.values(**shown | {"chat": chat_messages(conversation), "stats": "", "stop_btn": STOP_OFF,
                                                  "stats_data": stats_data(None, "failed")}) | {page.state: live.shown(conversation)}
                     raise gr.Error(event.message)
                 if isinstance(event, Rendered):
                     marks["rendered"] = time.time()
                     sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine got it
                     rendered = self._keep_render(session, _Render(sent, event.inspection))
-                    shown = {"stats": "generating…", "stats_data": stats_data(None, "streaming"), "boxes": []}
+                    shown = {"stats": "generating…", "stats_data": stats_data(None, "streaming"), "boxes": [],
+                             "stop_btn": STOP_ON}  # Stop can be pressed while the answer runs, and only then
                     boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
                     marks["panels"] = time.time()  # handed to the panels' own event (drawn there, in parallel)
                     yield page.values(**shown, chat=chat_messages(conversation)) | {
                         page.state: live.shown(conversation), page.rendered: (rendered, clear_box)}
+                elif isinstance(event, Waiting):
+                    live.stats = Stats(wait_s=event.waited_s)
+                    yield page.values(**shown | {"stats": waiting_text(event), "stats_data": stats_data(
+                        live.stats, "waiting"), "chat": chat_messages(conversation)}) | {page.state: live.shown(conversation)}
                 elif isinstance(event, Delta):
                     conversation = conversation.with_last(answer=event.answer, reasoning=event.reasoning)
+                    live.stats = Stats(tokens=event.num_tokens, ttft_s=event.ttft_s, tokens_per_s=event.tokens_per_s,
+                                       wait_s=event.wait_s)
                     now = time.perf_counter()
                     if now - last >= self.settings.ui_update_interval_s:
                         last = now
                         conversation, shown = await _with_boxes(boxes, conversation, shown)
                         marks.setdefault("first_text", time.time())
-                        yield page.values(**shown, chat=chat_messages(conversation)) | {page.state: live.shown(conversation)}
+                        yield page.values(**shown | {"stats": "generating…"}, chat=chat_messages(conversation)) | {
+                            page.state: live.shown(conversation)}
                 elif isinstance(event, Done):
                     stats = stats_of(event)
                     conversation = conversation.with_last(answer=event.answer, status="done", stats=stats,
                                                           reasoning=event.reasoning)
                     conversation, shown = await _with_boxes(boxes, conversation, shown)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": stats_text(stats),
-                                                 "stats_data": stats_data(stats, "done", marks)}) | {page.state: live.shown(conversation)}
+                                                 "stats_data": stats_data(stats, "done", marks), "stop_btn": STOP_OFF}
+                                      ) | {page.state: live.shown(conversation)}
+        if live.stopped:  # the answer as far as it was shown, marked (the stream's last update: Gradio repeats it)
+            stopped = live.conversation.settled().with_last(stats=live.stats)
+            yield page.values(**shown | {"chat": chat_messages(stopped), "stats": stats_text(live.stats, True),
+                                         "stats_data": stats_data(live.stats, "stopped"), "stop_btn": STOP_OFF}
+                              ) | {page.state: stopped}
 
     def _keep_render(self, session: str, render: _Render) -> int:
         """Keep ``render`` as ``session``'s last; returns its serial number."""
@@ -764,9 +900,10 @@ class Handlers:
             chat_request = self.request(model, (*before.turns(), user), system,
                                         (temperature, top_p, max_tokens, seed), controls)
             if (detect or "").strip():  # Detect mode: the family's own question, its answer held to its grammar
+                typed = user.text
                 chat_request = detect_request(chat_request, self.registry.get(model), detect)
                 user = chat_request.turns[-1]
-                shown = (*shown[:-1], f"Detect: {detect.strip()}")  # (what the model gets is the family's question)
+                shown = (*shown[:-1], user.text + shown[-1][len(typed):])  # as the model gets it (URL lines kept)
         except VlmDemoError as exc:
             raise gr.Error(str(exc)) from None
         async for update in self.answer(before, Exchange(user, shown), chat_request, clear_box=True,
@@ -795,27 +932,27 @@ class Handlers:
                                         session=request.session_hash, marks=marks):
             yield update
 
-    def stop(self, request: gr.Request, conversation) -> dict[Any, Any]:
-        """Mark the answer being streamed as stopped, as far as it was shown, and end its stream (the same
-        click also cancels the event; whichever comes first, no later update undoes the mark)."""
+    def stop(self, request: gr.Request) -> Any:
+        """Stop the session's answer (the ``/stop`` API): its stream ends at once, aborts the engine request and
+        shows the answer as far as it went, marked stopped, as its own last update (nothing later undoes it)."""
         live = self._live.get(getattr(request, "session_hash", None) or "")
-        if live is not None:
-            live.stopped = True
-            conversation = live.conversation
-        conversation = _conversation(conversation).settled()
-        return self.page.values(chat=chat_messages(conversation), stats="stopped",
-                                stats_data=stats_data(None, "stopped")) | {self.page.state: conversation}
+        if live is not None:  # (none: the answer had ended, and Stop changes nothing)
+            live.stop()
+        return STOP_OFF
 
-    def undo(self, conversation) -> dict[Any, Any]:
-        """Remove the last exchange (the ``/undo`` API)."""
+    def undo(self, request: gr.Request, conversation) -> dict[Any, Any]:
+        """Remove the last exchange (the ``/undo`` API); Export, which replayed its request, empties (the page
+        then shows vLLM's render of what is left: ``follow``)."""
+        self._renders.pop(getattr(request, "session_hash", None) or "", None)
         conversation = _conversation(conversation).undo()
-        return self.page.values(chat=chat_messages(conversation)) | {self.page.state: conversation}
+        return self.page.values(chat=chat_messages(conversation), export_json="", export_curl="", export_py="") | {
+            self.page.state: conversation}
 
     def clear(self, request: gr.Request) -> dict[Any, Any]:
         """Start a new conversation (the ``/clear`` API)."""
         self._renders.pop(getattr(request, "session_hash", None) or "", None)
-        return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[]) | {
-            self.page.state: Conversation()}
+        return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[],
+                                export_json="", export_curl="", export_py="") | {self.page.state: Conversation()}
 
     async def to_inspect(self, message, conversation, url_text) -> tuple[Turn, ...]:
         """The turns to inspect: the conversation with the typed message, or else up to its last question."""
@@ -828,20 +965,25 @@ class Handlers:
             return (*before.turns(), exchange.user)
         return ()
 
-    async def inspect(self, message, conversation, model, system, *rest) -> dict[Any, Any]:
-        """Render and expand without generating (the ``/inspect`` API; the controls call it as they move)."""
+    async def inspect(self, message, conversation, model, system, *rest, quiet: bool = False) -> dict[Any, Any]:
+        """Render and expand without generating (the ``/inspect`` API; the controls call it as they move).
+        ``quiet`` (``follow``): nothing to render empties the panels, and a refusal is raised as it is."""
         *controls, url_text = rest
         try:
             turns = await self.to_inspect(message, conversation, url_text)
             if not turns:
+                if quiet:
+                    return self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
                 return self.page.values(stats="add an image or a question to inspect")
             request = self.request(model, turns, system, (0.0, 1.0, 1, None), controls)
             inspection = await self.service.inspect(request, start_engine=False)  # not waiting for an engine start
         except VlmDemoError as exc:
+            if quiet:
+                raise
             raise gr.Error(str(exc)) from None
         images = [im for t in request.turns for im in t.media.get("image", ())]
         view = await asyncio.to_thread(panels, self.service, inspection, images)
-        return self.page.values(**view, engine_state=_state_text(self.service, model))
+        return self.page.values(**view)
 
     async def compare(self, message, conversation, url_text, model_a, *rest) -> list[Any]:
         """Inspect the same conversation under two models or settings (the ``/compare`` API)."""
@@ -863,9 +1005,9 @@ class Handlers:
             raise gr.Error(str(exc)) from None
         return outputs
 
-    async def load_model(self, name: str, progress=gr.Progress(track_tqdm=True)) -> str:  # noqa: B008 - Gradio's way
-        """Start (or switch to) the model's engine (the ``/load_model`` API)."""
-        progress(0, desc=f"starting the {name} engine…")
+    async def load_model(self, name: str) -> str:
+        """Start (or switch to) the model's engine (the ``/load_model`` API); the page's status line follows the
+        start through ``tick``."""
         try:
             await self.service.engines.get(self.registry.get(name))
         except VlmDemoError as exc:
@@ -875,6 +1017,45 @@ class Handlers:
     def state_text(self, name: str) -> str:
         return _state_text(self.service, name)
 
+    def tick(self, name: str) -> dict[Any, Any]:
+        """The status line now (every ``STATUS_EVERY_S``: each second while the engine starts, else a few: another
+        tab's switch may stop this model's engine)."""
+        starting = self.service.engines.progress(name) is not None
+        return {self.page.engine_state: _state_text(self.service, name),
+                self.page.timer: gr.Timer(STATUS_EVERY_S[0] if starting else STATUS_EVERY_S[1])}
+
+    def switch_outputs(self) -> list[Any]:
+        """What a model switch updates (``switch``'s outputs)."""
+        page = self.page
+        return [*page.controls.components, *page.sampling[:3], page.detect, page.model_a, page.model_b,
+                page.engine_state, page.timer]
+
+    async def switch(self, name: str) -> dict[Any, Any]:
+        """The page as the model picker moved to ``name``: its controls (property updates of the components built
+        with the page), its sampling defaults, Detect where its family has a box format, Compare's pickers on it,
+        and its engine's status, starting at once: the start begins here (``load_model`` then waits for it and
+        says how it ended), so no status tick in between finds it not loaded."""
+        page, spec = self.page, self.registry.get(name)
+        if not spec.remote and self.service.engines.running(spec) is None:
+            started = asyncio.ensure_future(self.service.engines.get(spec))
+            started.add_done_callback(lambda t: t.cancelled() or t.exception())  # (load_model reports a failure)
+            await asyncio.sleep(0)  # the start takes its first step: its progress is there
+        return {**dict(zip(page.controls.components, page.controls.updates(name), strict=True)),
+                page.temperature: spec.sampling.temperature, page.top_p: spec.sampling.top_p,
+                page.max_tokens: spec.sampling.max_tokens, page.detect: gr.update(visible=has_grounding(spec)),
+                page.model_a: name, page.model_b: name,
+                page.engine_state: _state_text(self.service, name, starting=True),
+                page.timer: gr.Timer(STATUS_EVERY_S[0])}
+
+    async def follow(self, message, conversation, model, system, *rest) -> dict[Any, Any]:
+        """The panels after a switch or an Undo: vLLM's render (without an engine, where it is not running) of
+        the conversation and the typed message, as Inspect only shows it; empty when there is nothing to render,
+        and a refusal (a video for a model without video) said in the prompt panel, not as an error."""
+        empty = self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
+        try:
+            return await self.inspect(message, conversation, model, system, *rest, quiet=True)
+        except VlmDemoError as exc:
+            return empty | self.page.values(prompt=f'<p class="render-note">{html.escape(str(exc))}</p>')
 
 def _conversation(value: Any) -> Conversation:
     """The session's conversation (a new session's state may still be Gradio's empty default)."""
@@ -889,30 +1070,41 @@ def wire(page: Page, on: Handlers) -> None:
     chat_event = page.box.submit(on.submit, [page.box, page.state, page.model, page.system, *sampling, *controls,
                                              page.urls, page.detect], chat_outputs, api_name="chat")
     chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
-    retry_event = page.retry_btn.click(on.retry, [page.state, page.model, page.system, *sampling, *controls,
-                                                  page.detect], chat_outputs, api_name="retry")
+    page.retry_btn.click(on.retry, [page.state, page.model, page.system, *sampling, *controls, page.detect],
+                         chat_outputs, api_name="retry")
     # An answer's render: its panels in their own event (not repeated in every streamed update), the box cleared
     page.rendered.change(on.panels, page.rendered, page.out(RENDER_OUTPUTS), api_name="panels",
-                         concurrency_limit=None)  # never behind the answers streaming
+                         concurrency_limit=None, show_progress_on=[page.prompt])  # never behind the answers
     page.rendered.change(lambda rendered: None if rendered[1] else gr.skip(), page.rendered, page.box,
                          api_name=False, queue=False)
-    page.stop_btn.click(on.stop, page.state, [page.chat, page.stats, page.stats_data, page.state],
-                        cancels=[chat_event, retry_event], api_name="stop")
-    page.undo_btn.click(on.undo, page.state, [page.chat, page.state], api_name="undo")
-    page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.state], api_name="clear")
+    # Stop ends the answer's stream, which shows the answer as stopped itself (Gradio's cancellation of the event
+    # would leave its outputs marked "Error" on the page)
+    page.stop_btn.click(on.stop, None, page.stop_btn, api_name="stop", queue=False)
     inspect_inputs = [page.box, page.state, page.model, page.system, *controls, page.urls]
     inspect_outputs = page.out(INSPECT_OUTPUTS)
-    page.inspect_btn.click(on.inspect, inspect_inputs, inspect_outputs, api_name="inspect")
-    for control in controls:  # a slider on release, a checkbox on each click
+    # Progress shows on one light component: the browser re-reads every component that ever showed an event's
+    # progress at every later event (Gradio 6.31), and Export's boxes hold megabytes (pictures as data URLs)
+    quiet = dict(show_progress_on=[page.prompt])
+    # The panels follow the conversation: after Undo, vLLM's render of what is left (Export: nothing sent yet)
+    page.undo_btn.click(on.undo, page.state, [page.chat, page.state, *page.out(EXPORT_OUTPUTS)], api_name="undo",
+                        show_progress_on=[page.chat]).then(on.follow, inspect_inputs, inspect_outputs, api_name=False,
+                                                           **quiet)
+    page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.state], api_name="clear",
+                         show_progress_on=[page.chat])
+    page.inspect_btn.click(on.inspect, inspect_inputs, inspect_outputs, api_name="inspect", **quiet)
+    for control in controls:  # a slider on release (Enter in its number box too), a checkbox on each click
         moved = control.input if isinstance(control, gr.Checkbox) else control.release
-        moved(on.inspect, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last")
-    page.model.change(page.controls.updates, page.model, controls, api_name=False).then(
-        lambda name: gr.Textbox(visible=has_grounding(on.registry.get(name))), page.model, page.detect,
-        api_name=False).then(
-        on.state_text, page.model, page.engine_state, api_name=False).then(
-        on.load_model, page.model, page.engine_state, api_name="load_model")
+        moved(on.inspect, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last", **quiet)
+    # A switch: the new model's controls, sampling, Detect, Compare's pickers and "starting" at once (property
+    # updates only), its engine's start (the status follows it), and the panels from vLLM's renderer meanwhile
+    switched = page.model.change(on.switch, page.model, on.switch_outputs(), api_name=False, queue=False,
+                                 show_progress="hidden")
+    switched.then(on.load_model, page.model, page.engine_state, api_name="load_model", show_progress="hidden")
+    switched.then(on.follow, inspect_inputs, inspect_outputs, api_name=False, **quiet)
+    page.timer.tick(on.tick, page.model, [page.engine_state, page.timer], api_name=False, queue=False,
+                    show_progress="hidden")
     for picker, side in ((page.model_a, page.controls_a), (page.model_b, page.controls_b)):
-        picker.change(side.updates, picker, side.components, api_name=False)
+        picker.change(side.updates, picker, side.components, api_name=False, queue=False, show_progress="hidden")
     page.compare_btn.click(on.compare, [page.box, page.state, page.urls, page.model_a, *page.controls_a.components,
                                         page.model_b, *page.controls_b.components],
                            page.out(COMPARE_OUTPUTS), api_name="compare")
@@ -924,14 +1116,34 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         page = layout(service, default_model)
         handlers = Handlers(service, page)
         wire(page, handlers)
-        demo.load(handlers.state_text, page.model, page.engine_state, api_name=False)
+        demo.load(handlers.state_text, page.model, page.engine_state, api_name=False, queue=False)
     demo.queue(default_concurrency_limit=service.settings.queue_concurrency, max_size=service.settings.queue_max_size)
     return demo
+
+
+STOP_ON, STOP_OFF = gr.update(interactive=True), gr.update(interactive=False)
+"""Stop while an answer runs, and not otherwise."""
+
+PAGE_JS = """() => {
+  // A slider's number box: Enter takes the typed value, as leaving the box does (Gradio's slider reports a
+  // typed value only when the box loses focus)
+  document.addEventListener('keydown', (e) => {
+    const t = e.target;
+    if (e.key === 'Enter' && t instanceof HTMLInputElement && t.type === 'number') t.blur();
+  });
+  // A file input forgets its files once they are taken, so the same file picked again (the picture of the last
+  // question) is a new pick: an input whose files did not change reports nothing, and the file was lost
+  document.addEventListener('change', (e) => {
+    const t = e.target;
+    if (t instanceof HTMLInputElement && t.type === 'file') setTimeout(() => { t.value = ''; }, 0);
+  }, true);
+}"""
+"""The page's own script, run once it has loaded."""
 
 
 def launch_kwargs(settings: Settings | None = None) -> dict[str, Any]:
     """Arguments for ``Blocks.launch`` shared by the app and the tests: only the project's own
     pictures are served from disk besides uploads, and Gradio refuses uploads over the size limit."""
     settings = settings or Settings.from_env()
-    return {"css": CSS, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes}
+    return {"css": CSS, "js": PAGE_JS, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes}
 
