@@ -1,0 +1,166 @@
+"""The page in a real browser: Debian's Chromium, headless, driven by Playwright (no browser download), and the
+checks every step of a person's way through the page must pass (``Watch``)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+
+PANELS = ("settings-panel", "prompt-panel", "chat-panel")
+"""The page's three columns."""
+
+LONG_TASK_MS = 500
+"""Longest a browser task may take after a click (a page frozen longer than this feels broken)."""
+
+MIN_CONTRAST = 4.5
+"""WCAG AA contrast for text."""
+
+LOG_PROBLEMS = re.compile(r"Traceback|\bERROR\b")
+"""A line of the app's log that is a bug, whatever the page shows."""
+
+
+@contextlib.contextmanager
+def chromium():
+    """Debian's Chromium, headless, driven by Playwright (no browser download)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+OBSERVE_JS = """() => {
+    window.longTasks = [];
+    try {
+        new PerformanceObserver(list => { for (const e of list.getEntries()) window.longTasks.push(
+            {start: e.startTime, ms: e.duration}); }).observe({type: 'longtask', buffered: true});
+    } catch (e) {}
+}"""
+
+CONTRAST_JS = """([root, minimum]) => {
+    // Every element with text of its own inside ``root``: its text colour against the background it is drawn on
+    const rgba = s => { const m = (s.match(/[\\d.]+/g) || []).map(Number); return m.length === 3 ? [...m, 1] : m; };
+    const lum = ([r, g, b]) => [r, g, b].map(v => { v /= 255; return v <= 0.03928 ? v / 12.92
+        : Math.pow((v + 0.055) / 1.055, 2.4); }).reduce((a, v, i) => a + v * [0.2126, 0.7152, 0.0722][i], 0);
+    const over = (top, below) => { const a = top[3]; return [0, 1, 2].map(i => top[i] * a + below[i] * (1 - a)); };
+    const background = el => {  // the first opaque background up the tree, with the translucent ones over it
+        const layers = [];
+        for (let e = el; e; e = e.parentElement) {
+            const c = rgba(getComputedStyle(e).backgroundColor);
+            if (c.length === 4 && c[3] > 0) { layers.push(c); if (c[3] >= 0.99) break; }
+        }
+        let fill = document.body.classList.contains('dark') ? [11, 15, 25] : [255, 255, 255];
+        for (const c of layers.reverse()) fill = over(c, fill);
+        return fill;
+    };
+    const bad = [];
+    for (const el of document.querySelectorAll(root + ' *')) {
+        const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+        if (!own || !el.getClientRects().length) continue;
+        const style = getComputedStyle(el);
+        if (style.visibility === 'hidden' || parseFloat(style.opacity) < 0.1 || el.closest('[disabled], .disabled,'
+            + ' button:disabled, [aria-hidden=true], .hide, .hidden')) continue;
+        const bg = background(el), fg = over(rgba(style.color), bg);
+        const [a, b] = [lum(fg), lum(bg)];
+        const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+        if (ratio < minimum) bad.push(`${el.tagName.toLowerCase()}.${[...el.classList].join('.')} "`
+            + `${el.textContent.trim().slice(0, 30)}": ${ratio.toFixed(2)}`);
+    }
+    return bad;
+}"""
+
+ERRORS_JS = """() => [...document.querySelectorAll('.toast-body.error, span.error')]
+    .filter(e => e.getClientRects().length).map(e => e.closest('.toast-body')
+        ? e.closest('.toast-body').innerText.trim().slice(0, 200) : 'error badge: ' + e.innerText.trim())"""
+
+
+@dataclass
+class Watch:
+    """The checks after every step of a journey: no error badge or toast on the page, no console error, no
+    ``Traceback`` or ``ERROR`` in the app's log, no browser task over ``LONG_TASK_MS`` since the step began, and
+    (where asked) text contrast of at least ``MIN_CONTRAST`` for every element inside the panels; a screenshot of
+    each step goes to ``shots``."""
+
+    page: object
+    log: Path
+    """The app's log file."""
+    shots: Path
+    """Where each step's screenshot goes."""
+    name: str
+    """The journey's name (the screenshots' prefix)."""
+    contrast: bool = False
+    """Check the contrast after every step (else where a step asks)."""
+    console: list[str] = field(default_factory=list)
+    log_seen: int = 0
+    steps: int = 0
+    step_started: float = 0.0
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.shots.mkdir(parents=True, exist_ok=True)
+        self.page.on("console", lambda m: self.console.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.console.append(f"page error: {e}"))
+        self.log_seen = self.log.stat().st_size if self.log.exists() else 0
+
+    def open(self, url: str) -> None:
+        self.page.goto(url)
+        self.page.evaluate(OBSERVE_JS)
+        self.page.locator("#question textarea").wait_for(timeout=60_000)
+        self.begin()
+
+    @contextlib.contextmanager
+    def failing(self):
+        """A screenshot of the page as it stood when the block failed (``<name>-failed.png``)."""
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.page.screenshot(path=str(self.shots / f"{self.name}-failed.png"), full_page=True)
+            raise
+
+    def begin(self) -> None:
+        """Start timing a step (long tasks count from here)."""
+        self.step_started = self.page.evaluate("performance.now()")
+        self.t0 = time.monotonic()
+
+    def check(self, step: str, contrast: bool | None = None, errors_expected: bool = False) -> None:
+        """The checks after ``step``; then the next step begins."""
+        self.steps += 1
+        self.timings.append((step, time.monotonic() - self.t0))
+        self.page.wait_for_timeout(150)  # a toast or badge of the step's last event is drawn
+        shot = self.shots / f"{self.name}-{self.steps:02d}-{re.sub(r'[^a-z0-9]+', '-', step.lower())}.png"
+        self.page.screenshot(path=str(shot), full_page=True)
+        where = f"{self.name}, after '{step}' (screenshot {shot.name})"
+        if not errors_expected:
+            shown = self.page.evaluate(ERRORS_JS)
+            assert not shown, f"{where}: the page shows errors: {shown}"
+        assert not self.console, f"{where}: browser console errors: {self.console}"
+        problems = self.new_log_lines()
+        assert not problems, f"{where}: the app's log says:\n" + "\n".join(problems[:40])
+        long = [t for t in self.page.evaluate("window.longTasks || []")
+                if t["start"] >= self.step_started and t["ms"] > LONG_TASK_MS]
+        assert not long, f"{where}: the page froze: tasks of {[round(t['ms']) for t in long]} ms"
+        if contrast or (contrast is None and self.contrast):
+            for panel in PANELS:
+                bad = self.page.evaluate(CONTRAST_JS, [f"#{panel}", MIN_CONTRAST])
+                assert not bad, f"{where}: text below {MIN_CONTRAST}:1 contrast in #{panel}: {bad[:10]}"
+        self.begin()
+
+    def new_log_lines(self) -> list[str]:
+        """Lines of the app's log since the last look that are bugs (a traceback and what follows it)."""
+        with open(self.log, encoding="utf-8", errors="replace") as f:
+            f.seek(self.log_seen)
+            text = f.read()
+            self.log_seen = f.tell()
+        lines = text.splitlines()
+        first = next((i for i, line in enumerate(lines) if LOG_PROBLEMS.search(line)), None)
+        return [] if first is None else lines[max(0, first - 2):]

@@ -1,0 +1,481 @@
+"""Journeys: the ways a person goes through the page, in a real browser (Debian's Chromium), against the app
+as a person runs it (``python app.py``, its log in a file).
+
+For every tiny model of models.yaml: pick it (its own controls and status at once, its engine starting), attach a
+picture, move each control by its slider and by typing a value (the panels render with vLLM's renderer while the
+engine starts), ask (the wait for the engine apart from the time to first token), attach two pictures and ask a
+long answer, Stop it, Retry, Stop, Undo, a clip where the model takes video, Clear; Detect, reasoning, Compare
+and Export on the way; one journey on a 390-px phone and one in dark mode. After every step (``Watch``): no
+error badge or toast, no browser console error, no ``Traceback`` or ``ERROR`` in the app's log, no browser task
+over 500 ms, and in dark mode text contrast of at least 4.5:1 for every element inside the panels. Screenshots of
+every step go to ``test-artifacts/journeys/``.
+
+The answers of the tiny (random-weight) models run to ``max_tokens`` here (the journey's registry sets
+``ignore_eos``), so an answer to Stop is always still running when Stop is pressed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from vlm_demo.registry import load_registry
+from vlm_demo.service import video_sampling
+
+from .browser import Watch, chromium
+from .conftest import ARTIFACTS, ROOT, make_image
+
+SHOTS = ARTIFACTS / "journeys"
+ONLY = [n for n in os.environ.get("VLM_DEMO_JOURNEY_MODELS", "").split(",") if n]
+"""Models to take the journey with, for a run by hand (default: every tiny model)."""
+CLIP = ROOT / "assets" / "moving-square.webm"
+ENGINE_START_S = 300
+"""Longest wait for an answer whose engine starts meanwhile (about 20-50 s on two cores)."""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def journey_registry(tmp_path_factory):
+    """models.yaml's tiny entries, each answer running to max_tokens (``ignore_eos``), as a registry file."""
+    data = yaml.safe_load((ROOT / "models.yaml").read_text())
+    tiny = [m for m in data["models"] if m.get("tiny")]
+    for entry in tiny:
+        entry.setdefault("sampling", {})["ignore_eos"] = True
+    path = tmp_path_factory.mktemp("journeys") / "models.yaml"
+    path.write_text(yaml.safe_dump({"models": tiny}, sort_keys=False))
+    return load_registry(path)
+
+
+@pytest.fixture(scope="module")
+def app(journey_registry, tmp_path_factory):
+    """``python app.py`` over the journey's registry, its log (stdout and stderr) in a file; stopped as a person
+    stops it (SIGTERM)."""
+    import shutil
+
+    shutil.rmtree(SHOTS, ignore_errors=True)
+    port = free_port()
+    folder = tmp_path_factory.mktemp("app")
+    log = ARTIFACTS / "journeys-app.log"
+    env = {**os.environ, "VLM_DEMO_MODELS_FILE": str(journey_registry.path), "GRADIO_TEMP_DIR": str(folder),
+           "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port)], cwd=ROOT, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    # The browser as on a person's own machine: on these two cores vLLM's engine core busy-waits (sched_yield)
+    # and, under the kernel's autogroups, starved Chromium (its own sessions) for a whole answer (browser tasks
+    # of 4-5 s, a Stop that landed after the answer; README, "Two commands"). The app's session (its own here)
+    # gets the lowest weight: what is left of the CPU once the page has what it needs.
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{proc.pid}/autogroup").write_text("19")
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2, trust_env=False).status_code == 200:
+                break
+        assert proc.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.5)
+    try:
+        yield url, log
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, text[text.index("Traceback") - 500:][:4000]
+
+
+@pytest.fixture(scope="module")
+def pictures(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pictures")
+    paths = []
+    for i, (w, h) in enumerate(((1280, 720), (640, 480), (480, 640))):
+        path = folder / f"picture-{i + 1}.png"
+        make_image(w, h, seed=i).save(path)
+        paths.append(path)
+    return paths
+
+
+class Person:
+    """A person at the page: each action as they do it (clicks, typing, files), each followed by the checks."""
+
+    def __init__(self, page, watch: Watch, registry):
+        self.page, self.watch, self.registry = page, watch, registry
+
+    # -- what they look at
+
+    def status(self) -> str:
+        return self.page.locator("#engine-state").inner_text()
+
+    def stats(self) -> str:
+        return self.page.locator("#stats").inner_text()
+
+    def users(self) -> list[str]:
+        return [t.strip() for t in self.page.locator("#chat .user").all_inner_texts()]
+
+    def prompt(self) -> str:
+        return self.page.locator("#rendered-prompt").inner_text()
+
+    def settings_line(self) -> str:
+        locator = self.page.locator("#rendered-prompt .sent-settings")
+        return locator.inner_text() if locator.count() else ""
+
+    def visible_controls(self) -> set[str]:
+        """The ids of the processor and video controls shown."""
+        return set(self.page.evaluate("""() => [...document.querySelectorAll('#settings-panel [id^=slider-]')]
+                                         .filter(e => e.getClientRects().length).map(e => e.id)"""))
+
+    def wait(self, js: str, arg=None, timeout_s: float = 60) -> None:
+        self.page.wait_for_function(js, arg=arg, timeout=timeout_s * 1000)
+
+    # -- what they do
+
+    def pick(self, spec) -> None:
+        """Choose ``spec`` in the model picker: its status says it is starting at once, its own controls show."""
+        self.page.locator("#model input").click()
+        self.page.get_by_role("option", name=spec.display_label, exact=True).click()
+        self.wait("l => document.querySelector('#engine-state').innerText.includes(l)", spec.display_label, 5)
+        assert re.search(r"starting|ready", self.status()), self.status()
+        expected = {f"slider-{c.kwarg.replace('.', '-')}" for c in spec.controls}
+        if spec.engine_args.limit_mm_per_prompt.get("video", 0):
+            expected |= {"slider-fps"} | ({"slider-num_frames"} if video_sampling(spec) != "fps" else set())
+        deadline = time.monotonic() + 5
+        while self.visible_controls() != expected and time.monotonic() < deadline:
+            self.page.wait_for_timeout(100)
+        assert self.visible_controls() == expected, (spec.name, self.visible_controls(), expected)
+        for control in spec.controls:  # the model's own labels
+            assert control.label in self.page.locator(f"#slider-{control.kwarg.replace('.', '-')}").inner_text()
+        self.settle()  # the panels: the conversation so far, rendered for this model by vLLM's renderer
+        self.watch.check(f"pick {spec.name}")
+
+    def attach(self, *files: Path, text: str | None = None) -> None:
+        self.page.locator("#question input[type=file]").set_input_files([str(f) for f in files])
+        self.wait("n => document.querySelectorAll('#question img, #question video, #question .thumbnail-item')"
+                  ".length >= n", len(files), 30)
+        if text is not None:
+            self.page.locator("#question textarea").fill(text)
+
+    def settle(self, timeout_s: float = 120) -> None:
+        """Wait until the panels' event has ended (Gradio's progress over the prompt panel is gone)."""
+        self.page.wait_for_timeout(300)
+        self.wait("() => !document.querySelector('#rendered-prompt .wrap.translucent')", timeout_s=timeout_s)
+
+    def inspect(self) -> None:
+        self.page.locator("#inspect").click()
+        self.settle()
+        assert self.settings_line(), "Inspect only showed no render"
+
+    def move_controls(self, spec) -> None:
+        """Each of the model's controls: by its slider (a click on its track), then by typing a value and Enter;
+        the panels render again each time, with the value the control shows."""
+        for control in spec.controls:
+            slot = self.page.locator(f"#slider-{control.kwarg.replace('.', '-')}")
+
+            def shown(value, key=control.kwarg) -> bool:  # the panels' line of settings sent says key=value
+                return re.search(rf"(^|[\s,:]){re.escape(key)}={value}\b", self.settings_line()) is not None
+            if control.kind == "bool":
+                slot.locator("input[type=checkbox]").click()
+                self.settle()
+                checked = slot.locator("input[type=checkbox]").is_checked()
+                assert shown("true" if checked else "false"), self.settings_line()
+                self.watch.check(f"{control.kwarg} clicked")
+                continue
+            track = slot.locator("input[type=range]")
+            track.scroll_into_view_if_needed()
+            box = track.bounding_box()
+            self.page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] / 2)
+            self.settle()
+            value = int(float(slot.locator("input[type=number]").input_value()))
+            assert shown(value), (control.kwarg, value, self.settings_line())
+            self.watch.check(f"{control.kwarg} slid to {value}")
+            typed = control.min + ((control.max - control.min) * 2 // 3) // control.step * control.step
+            number = slot.locator("input[type=number]")
+            number.fill(str(typed))
+            number.press("Enter")
+            self.settle()
+            assert shown(typed), (control.kwarg, typed, self.settings_line())
+            self.watch.check(f"{control.kwarg} typed {typed}")
+
+    def ask(self, text: str | None = None, then_stop: bool = False) -> None:
+        """Press Enter in the message box (the text typed there, or ``text``): the answer, or with ``then_stop``
+        Stop once it streams."""
+        box = self.page.locator("#question textarea")
+        if text is not None:
+            box.fill(text)
+        bots = self.page.locator("#chat .bot").count()
+        self.page.evaluate("() => { window.statsBefore = document.querySelector('#stats').innerText; }")
+        self.t_enter = time.time()
+        box.press("Enter")
+        if then_stop:
+            self.stop(bots)
+        else:
+            self.wait("() => { const t = document.querySelector('#stats').innerText; "
+                      "return t !== window.statsBefore && /tokens\\/s · finish/.test(t); }", timeout_s=ENGINE_START_S)
+        # the question in the chat, the message box empty for the next one
+        asked = (text if text is not None else "").strip().splitlines()
+        self.wait("q => { const u = document.querySelectorAll('#chat .user'); return u.length && "
+                  "u[u.length - 1].innerText.includes(q); }", asked[0] if asked else "", 30)
+        self.wait("() => document.querySelector('#question textarea').value === ''", timeout_s=30)
+
+    def stop(self, bots: int) -> None:
+        """Press Stop as soon as it can be pressed (the answer is under way; the tiny model writes 2048 tokens in
+        about 5 s): the stats say how far it went, the answer is marked stopped, Stop is inactive again."""
+        self.watch.begin()
+        self.page.locator("#stop").click(timeout=ENGINE_START_S * 1000)
+        self.wait("() => /stopped (after \\d+ tokens|before the first token)/"
+                  ".test(document.querySelector('#stats').innerText)", timeout_s=30)
+        self.wait("() => document.querySelector('#stop').disabled", timeout_s=10)
+        assert "[stopped]" in self.page.locator("#chat .bot").last.inner_text()
+
+    def retry_then_stop(self) -> None:
+        """Retry the last question, then Stop its (long) answer once it streams: the same questions stay."""
+        users = self.users()
+        bots = self.page.locator("#chat .bot").count()
+        self.watch.begin()
+        self.page.locator("#retry").click()
+        self.wait("() => !document.querySelector('#stop').disabled", timeout_s=10)
+        self.stop(bots - 1)
+        assert self.users() == users, (users, self.users())
+
+    def undo(self) -> None:
+        """Undo: the last exchange goes, and the panels show vLLM's render of what is left."""
+        users = self.users()
+        self.page.locator("#undo").click()
+        self.wait("n => document.querySelectorAll('#chat .user').length === n", len(users) - 1, 10)
+        self.settle()
+        assert self.users() == users[:-1]
+        removed = users[-1].splitlines()[-1]
+        assert removed not in self.prompt(), f"the panels still show the removed question {removed!r}"
+
+    def clear(self) -> None:
+        self.page.locator("#clear").click()
+        self.wait("() => document.querySelectorAll('#chat .user').length === 0", timeout_s=10)
+        self.settle()
+        assert not self.page.locator("#rendered-prompt .sent-settings").count(), "the panels still show the cleared conversation"
+
+    def check_export(self, spec) -> None:
+        """Export replays the answer's request against ``vllm serve`` of this model: its directory, served under
+        the entry's name, and only this model's own processor settings."""
+        from vlm_demo.registry import flat_kwargs
+
+        if not self.page.locator("#export-curl").is_visible():
+            self.page.locator("#export").get_by_text("Export").first.click()
+        self.wait("n => (document.querySelector('#export-curl .cm-content') || {innerText: ''}).innerText"
+                  ".includes('--served-model-name ' + n)", spec.name, 30)
+        curl = self.page.locator("#export-curl .cm-content").inner_text()
+        assert "--load-format dummy" in curl and f"vllm serve {spec.name} " not in curl, curl
+        head = self.page.locator("#export-json .cm-content").inner_text()  # settings first, the messages last
+        assert re.search(rf'"model": "{re.escape(spec.name)}"', head), head[:500]
+        sent = re.search(r'"mm_processor_kwargs": (\{.*?\}),?\n "', head, re.S)
+        if sent:
+            import json
+            names = {k.removeprefix("images_kwargs.") for k in flat_kwargs(json.loads(sent[1]))}  # (see processor_kwargs)
+            assert names <= {c.kwarg for c in spec.controls}, sent[1]
+        if spec.reasoning_parser:
+            assert "reasoning" in self.page.locator("#export-py .cm-content").inner_text()
+
+    def check_reasoning(self) -> None:
+        """A reasoning model's thinking shows apart; an answer that is all thinking says so."""
+        bots = self.page.locator("#chat .bot").all_inner_texts()
+        assert any("Reasoning" in b for b in bots), bots
+        if "reasoning" in self.stats():
+            last = bots[-1]
+            assert last.strip() and ("no answer after the reasoning" in last or "Reasoning" not in last), bots
+
+    def detect(self, what: str, text: str) -> None:
+        """Detect mode: the person's question goes with the family's own detection prompt, the answer's box is
+        drawn on the picture and listed."""
+        self.page.locator("#detect textarea").fill(what)
+        self.ask(text)
+        user = self.page.locator("#chat .user").last.inner_text()
+        assert text in user and "every the" not in user, user
+        self.wait("() => document.querySelectorAll('#chat .bot img').length >= 1 && "
+                  "document.querySelectorAll('#boxes tbody tr').length >= 1", timeout_s=30)
+        self.page.locator("#detect textarea").fill("")
+
+    def compare(self, other, picture: Path) -> None:
+        """Compare: side A follows the page's model; side B another model; both rendered."""
+        current = self.page.locator("#model input").input_value()
+        if not self.page.locator("#compare-btn").is_visible():
+            self.page.locator("#compare").get_by_text("Compare two settings").click()
+        assert self.page.locator("#model-a input").input_value() == current
+        self.page.locator("#model-b input").click()
+        self.page.get_by_role("option", name=other.display_label, exact=True).click()
+        self.page.wait_for_timeout(300)
+        self.page.locator("#compare-btn").click()
+        self.wait("() => ['#compare-a', '#compare-b'].every(s => /tokens/.test(document.querySelector(s).innerText))",
+                  timeout_s=120)
+
+    def no_overflow(self) -> None:
+        """Nothing is wider than the screen, and nothing in the panels scrolls sideways (the rendered prompt and
+        the expansion table wrap)."""
+        wide = self.page.evaluate("""() => [document.documentElement, ...document.querySelectorAll(
+                '#prompt-panel *, #chat-panel *, #settings-panel *')]
+            .filter(e => { const o = getComputedStyle(e).overflowX;
+                           return (e === document.documentElement || o === 'auto' || o === 'scroll')
+                                  && e.getClientRects().length && e.scrollWidth > e.clientWidth + 1; })
+            .map(e => (e.id || e.className || e.tagName) + ' ' + e.scrollWidth + '>' + e.clientWidth)""")
+        assert not wide, f"wider than its box: {wide}"
+
+    def set_max_tokens(self, n: int) -> None:
+        accordion = self.page.locator("#sampling")
+        if not self.page.locator("#max-tokens").is_visible():
+            accordion.get_by_text("Sampling").click()
+        number = self.page.locator("#max-tokens input[type=number]")
+        number.fill(str(n))
+        number.press("Enter")
+        self.page.wait_for_timeout(200)
+
+
+def model_journey(person: Person, spec, pictures, first: bool, compare_with=None) -> None:
+    """One model's part of the desktop journey (see the module's docstring)."""
+    watch, page = person.watch, person.page
+    if first:  # the page's model: chosen already, its engine not started
+        assert "not loaded" in person.status() and spec.display_label in person.status()
+    else:
+        person.pick(spec)
+    person.attach(pictures[0], text="What is written here?")
+    person.inspect()
+    person.no_overflow()
+    watch.check(f"{spec.name}: inspect one picture")
+    if compare_with is not None:
+        person.compare(compare_with, pictures[0])
+        watch.check(f"{spec.name}: compare with {compare_with.name}")
+    person.move_controls(spec)
+    person.ask()
+    person.wait("() => /engine: ready/.test(document.querySelector('#engine-state').innerText)", timeout_s=10)
+    assert spec.display_label in person.status()
+    assert "time to first token" in person.stats()
+    if first:
+        assert re.search(r"waited [\d.]+ s for the engine to start", person.stats())  # apart from the first token
+    watch.check(f"{spec.name}: answered")
+    person.check_export(spec)
+    if spec.reasoning_parser:
+        person.check_reasoning()
+        watch.check(f"{spec.name}: reasoning apart")
+    if person.page.locator("#detect").is_visible() and first:
+        person.detect("the yellow band", "Find it.")
+        watch.check(f"{spec.name}: detect")
+    person.set_max_tokens(2048)
+    person.attach(pictures[1], pictures[2], text="And these two?")
+    person.ask(then_stop=True)
+    assert "waited" not in person.stats()  # the engine runs now: no wait
+    watch.check(f"{spec.name}: two pictures, stopped")
+    person.retry_then_stop()
+    watch.check(f"{spec.name}: retried, stopped")
+    person.undo()
+    watch.check(f"{spec.name}: undone")
+    person.set_max_tokens(8)
+    if spec.engine_args.limit_mm_per_prompt.get("video", 0):
+        person.attach(CLIP, text="Where does the square go?")
+        person.ask()
+        user = page.locator("#chat .user").last
+        assert "[video: moving-square.webm" in user.inner_text() and user.locator("img").count() == 1
+        assert "video" in page.locator("#budget .budget-text").inner_text()
+        watch.check(f"{spec.name}: a clip")
+    person.clear()
+    watch.check(f"{spec.name}: cleared")
+
+
+def journey_models(registry) -> list:
+    return [m for m in registry.models if not ONLY or m.name in ONLY]
+
+
+def test_every_model_end_to_end(app, journey_registry, pictures, report):
+    """Desktop, 1600 px: every tiny model's journey, one after another in one tab; Compare once on the way."""
+    url, log = app
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        watch = Watch(page, log, SHOTS, "desktop")
+        person = Person(page, watch, journey_registry)
+        t0 = time.monotonic()
+        with watch.failing():
+            watch.open(url)
+            watch.check("open the page")
+            models = journey_models(journey_registry)
+            for i, spec in enumerate(models):  # (the page opens on the registry's first model)
+                model_journey(person, spec, pictures, first=spec.name == journey_registry.models[0].name,
+                              compare_with=models[0] if i == 1 else None)
+        report(f"desktop journey: {len(journey_models(journey_registry))} models, {watch.steps} steps in "
+               f"{time.monotonic() - t0:.0f} s")
+
+
+def test_on_a_phone(app, journey_registry, pictures):
+    """390 x 844: the model row stacks (the name whole), the chat comes first, nothing is wider than the screen;
+    pick, attach, ask, Stop."""
+    url, log = app
+    spec = journey_models(journey_registry)[-1]  # (after the desktop journey: its engine runs)
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+        watch = Watch(page, log, SHOTS, "phone")
+        person = Person(page, watch, journey_registry)
+        with watch.failing():
+            watch.open(url)
+            model, status = page.locator("#model").bounding_box(), page.locator("#engine-state").bounding_box()
+            assert status["y"] >= model["y"] + model["height"] - 1, (model, status)  # stacked
+            cut = page.evaluate("() => { const i = document.querySelector('#model input'); "
+                                "return i.scrollWidth > i.clientWidth + 1; }")
+            assert model["width"] >= 300 and not cut, model  # the model's name whole
+            chat, settings = page.locator("#chat-panel").bounding_box(), page.locator("#settings-panel").bounding_box()
+            assert chat["y"] < settings["y"] and chat["y"] < 700, (chat, settings)  # the chat first, near the top
+            person.no_overflow()
+            watch.check("open the page")
+            person.pick(spec)
+            person.attach(pictures[0], text="What is written here?")
+            person.ask()
+            person.no_overflow()
+            watch.check("answered")
+            person.set_max_tokens(2048)
+            person.ask("And more?", then_stop=True)
+            person.no_overflow()
+            watch.check("stopped")
+
+
+def test_in_dark_mode(app, journey_registry, pictures):
+    """Dark mode: every step's text inside the panels keeps a contrast of at least 4.5:1 (special tokens and the
+    image runs of the prompt too), with the engine running and while it does not."""
+    url, log = app
+    # not the page's first model (picking it starts its engine), and one whose template has special tokens
+    spec = next(m for m in journey_models(journey_registry)[1:] if m.family != "llava")
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1600, "height": 1000}, color_scheme="dark")
+        watch = Watch(page, log, SHOTS, "dark", contrast=True)
+        person = Person(page, watch, journey_registry)
+        with watch.failing():
+            watch.open(url + "?__theme=dark")
+            assert page.evaluate("document.body.classList.contains('dark')")
+            watch.check("open the page")
+            person.pick(spec)  # its engine starts: Inspect renders with vLLM's renderer alone meanwhile
+            person.attach(pictures[0], text="What is written here?")
+            person.inspect()
+            assert "ready" not in person.status()
+            assert page.locator("#rendered-prompt mark.sp").count() > 0  # special tokens marked without an engine
+            watch.check("inspect while the engine starts")
+            person.ask()
+            assert page.locator("#rendered-prompt mark.sp").count() > 0 and page.locator(
+                "#rendered-prompt mark.ph").count() > 0
+            watch.check("answered")
+            person.set_max_tokens(2048)
+            person.ask("And more?", then_stop=True)
+            watch.check("stopped")
+            person.retry_then_stop()
+            watch.check("retried, stopped")
