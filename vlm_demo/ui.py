@@ -74,6 +74,13 @@ EXAMPLES = [
 ]
 
 
+def user_error(message: str) -> gr.Error:
+    """What the page shows a person for a ``VlmDemoError`` (or a bad input): Gradio's error toast, without the
+    traceback Gradio 6.31 otherwise prints to the app's log for every ``gr.Error`` (a person's bad input is no
+    bug of the app)."""
+    return gr.Error(message, print_exception=False)
+
+
 def _state_text(service: ChatService, name: str, starting: bool = False) -> str:
     """The status line: the model, where its engine stands (while it starts: the phase and seconds so far, bytes
     while downloading) and whether its weights are random. ``starting``: a start was just asked for."""
@@ -292,7 +299,7 @@ def waiting_text(event: Waiting) -> str:
 
 PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
 """The prompt and expansion panels."""
-CHAT_OUTPUTS = ("chat", "stats", "stats_data", "boxes", "stop_btn")
+CHAT_OUTPUTS = ("chat", "stats", "stats_data", "boxes")
 """What ``/chat`` and ``/retry`` stream, in this order (read them by name with ``named_outputs``): what changes
 while the answer streams. Gradio's cost per streamed update grows with its outputs (each is post-processed,
 its files checked, in a worker thread), and an output left out of an update costs more still (a property
@@ -331,9 +338,9 @@ def typed_input(component: Any, kind: str) -> Any:
     def preprocess(payload: Any) -> Any:
         if kind == "bool":
             if not isinstance(payload, bool):
-                raise gr.Error(f"{name}: expected true or false, got {payload!r}")
+                raise user_error(f"{name}: expected true or false, got {payload!r}")
         elif isinstance(payload, bool) or not isinstance(payload, (int, float)):
-            raise gr.Error(f"{name}: expected a number, got {payload!r}")
+            raise user_error(f"{name}: expected a number, got {payload!r}")
         return payload
     component.preprocess = preprocess
     return component
@@ -823,11 +830,11 @@ class Handlers:
             async for event in live.events(events):
                 if isinstance(event, Failed):
                     if not shown:
-                        raise gr.Error(event.message)
+                        raise user_error(event.message)
                     conversation = conversation.with_last(status="failed", note=event.message)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": "", "stop_btn": STOP_OFF,
                                                  "stats_data": stats_data(None, "failed")}) | {page.state: live.shown(conversation)}
-                    raise gr.Error(event.message)
+                    raise user_error(event.message)
                 if isinstance(event, Rendered):
                     marks["rendered"] = time.time()
                     sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine got it
@@ -905,7 +912,7 @@ class Handlers:
                 user = chat_request.turns[-1]
                 shown = (*shown[:-1], user.text + shown[-1][len(typed):])  # as the model gets it (URL lines kept)
         except VlmDemoError as exc:
-            raise gr.Error(str(exc)) from None
+            raise user_error(str(exc)) from None
         async for update in self.answer(before, Exchange(user, shown), chat_request, clear_box=True,
                                         session=request.session_hash, marks=marks):
             yield update
@@ -920,14 +927,14 @@ class Handlers:
         try:
             before, exchange = _conversation(conversation).retry()
         except ValueError:
-            raise gr.Error("nothing to retry yet") from None
+            raise user_error("nothing to retry yet") from None
         try:
             chat_request = self.request(model, (*before.turns(), exchange.user), system,
                                         (temperature, top_p, max_tokens, seed), controls)
             if (detect or "").strip():  # the same question, its answer held to the family's grammar
                 chat_request = dataclasses.replace(chat_request, detect=detect.strip())
         except VlmDemoError as exc:
-            raise gr.Error(str(exc)) from None
+            raise user_error(str(exc)) from None
         async for update in self.answer(before, exchange, chat_request, clear_box=False,
                                         session=request.session_hash, marks=marks):
             yield update
@@ -980,7 +987,7 @@ class Handlers:
         except VlmDemoError as exc:
             if quiet:
                 raise
-            raise gr.Error(str(exc)) from None
+            raise user_error(str(exc)) from None
         images = [im for t in request.turns for im in t.media.get("image", ())]
         view = await asyncio.to_thread(panels, self.service, inspection, images)
         return self.page.values(**view)
@@ -1002,7 +1009,7 @@ class Handlers:
                 view = await asyncio.to_thread(panels, self.service, inspection, images)
                 outputs += [view["budget"] + view["prompt"], view["gallery"]]
         except VlmDemoError as exc:
-            raise gr.Error(str(exc)) from None
+            raise user_error(str(exc)) from None
         return outputs
 
     async def load_model(self, name: str) -> str:
@@ -1011,7 +1018,7 @@ class Handlers:
         try:
             await self.service.engines.get(self.registry.get(name))
         except VlmDemoError as exc:
-            raise gr.Error(str(exc)) from None
+            raise user_error(str(exc)) from None
         return _state_text(self.service, name)
 
     def state_text(self, name: str) -> str:
@@ -1066,7 +1073,7 @@ def wire(page: Page, on: Handlers) -> None:
     """Connect the page's events to the handlers; each API endpoint is named."""
     controls = page.controls.components
     sampling = page.sampling
-    chat_outputs = [*page.out(CHAT_OUTPUTS), page.state, page.rendered]
+    chat_outputs = [*page.out(CHAT_OUTPUTS), page.stop_btn, page.state, page.rendered]  # (a button: not in the API)
     chat_event = page.box.submit(on.submit, [page.box, page.state, page.model, page.system, *sampling, *controls,
                                              page.urls, page.detect], chat_outputs, api_name="chat")
     chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question

@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 # The app runs offline-capable engines: no usage reports leave the machine.
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
+# vLLM's log goes to the process's own stdout, not to whatever object sys.stdout is when vLLM (re)applies its
+# logging setup (each engine config does): bound to a replaced one (a test capturing its output), it later
+# wrote to a closed file ("--- Logging error --- ValueError: I/O operation on closed file", with a traceback)
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.__stdout__")
 
 EngineState = Literal["not loaded", "loading", "ready"]
 
