@@ -278,12 +278,16 @@ def test_embeddings_files_are_checked(settings, tmp_path):
 
 
 def _hover(html: str) -> tuple[dict[int, int], list[tuple[str, int, int]], list[str]]:
-    """From the prompt view: position -> id of each token element, (label, first, last) of each tile part,
-    and the titles of the items' marks."""
+    """From the prompt view: position -> id of each token element (a character joined over several tokens gives
+    each of its positions), (label, first, last) of each tile part, and the titles of the items' marks."""
     tokens, tiles, items = {}, [], []
     for title in (html_lib.unescape(t) for t in re.findall(r'title="([^"]*)"', html)):
         if m := re.fullmatch(r"id (\d+) · '.*' · position (\d+)", title, flags=re.S):
             tokens[int(m[2])] = int(m[1])
+        elif m := re.fullmatch(r"ids ([\d, ]+) · '.*' · positions (\d+)-(\d+)", title, flags=re.S):
+            joined = [int(i) for i in m[1].split(", ")]  # one character over several byte tokens
+            assert len(joined) == int(m[3]) - int(m[2]) + 1
+            tokens.update(zip(range(int(m[2]), int(m[3]) + 1), joined))
         elif m := re.fullmatch(r"(.+) · (\d+) tokens · positions (\d+)-(\d+)", title):
             assert int(m[4]) - int(m[3]) + 1 == int(m[2])
             tiles.append((m[1], int(m[3]), int(m[4])))

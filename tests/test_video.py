@@ -194,7 +194,7 @@ async def test_qwen_frames_have_their_own_pixel_bounds(clip, registry, engines, 
     """``videos_kwargs.max_pixels`` (a control scoped to video) resizes each frame and leaves the image alone: the
     image keeps its own ``max_pixels`` (a 1280x720 picture, which that bound resizes). It reaches vLLM as
     ``{"videos_kwargs": {"max_pixels": ...}}`` with the unscoped ``max_pixels`` as ``images_kwargs`` (given both
-    ways, transformers 5.19 applied neither to the image: 1196 tokens instead of 798, under the hash of 798), in
+    ways, transformers 5.19 applied neither to the image: 1196 tokens instead of 480, under the hash of 480), in
     the render and in Export."""
     service = ChatService(registry, engines, settings)
     model = "tiny-qwen2.5-vl"
@@ -205,7 +205,7 @@ async def test_qwen_frames_have_their_own_pixel_bounds(clip, registry, engines, 
         inspection = await service.inspect(request, start_engine=False)
         counts.append((inspection.items["image"][0].count, inspection.items["video"][0].count))
     (image_a, video_a), (image_b, video_b) = counts
-    assert image_a == image_b == 798 and video_b < video_a, counts  # 21 x 38 cells of 28 px at max_pixels 401408
+    assert image_a == image_b == 480 and video_b < video_a, counts  # 30 x 16 cells of 28 px at max_pixels 401408
     assert inspection.items["video"][0].processed_size[0] * inspection.items["video"][0].processed_size[1] <= 12544
     body = chat_completions_body(request, registry.get(model))
     assert body["mm_processor_kwargs"] == {"images_kwargs": {"max_pixels": 401408},
