@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from vlm_demo.profile import profile
+
 from vlm_demo import families
 from vlm_demo.registry import load_registry
 from vlm_demo.service import ChatRequest, Turn, to_openai_messages
@@ -151,9 +153,42 @@ async def test_a_directory_keeps_its_checkpoints_own_settings(registry, engines,
     directory = tiny_model_dir("qwen2_5_vl", settings.cache_dir / "tiny-models")
     spec = registry.spec_for_directory(directory)
     assert [c.kwarg for c in spec.controls] == ["min_pixels", "max_pixels", "videos_kwargs.max_pixels"]
-    assert spec.default_mm_kwargs() == {} and spec.startup_mm_kwargs() == {}
-    assert spec.initial("max_pixels") == 1003520  # the slider starts at the checkpoint's value, clamped to its range
+    assert spec.default_mm_kwargs() == {} and profile(spec).startup_mm_kwargs() == {}
+    assert profile(spec).initial("max_pixels") == 1003520  # the slider starts at the checkpoint's value, clamped to its range
     own = await render(engines.start_renderer(spec), [make_image(1600, 400)])
     assert image_counts(own) == [798]  # 1596x392: 14x57 cells, the checkpoint's max_pixels (12845056) allows it
     entry = await render(engines.start_renderer(registry.get("tiny-qwen2.5-vl")), [make_image(1600, 400)])
     assert image_counts(entry) == [495]  # the registry entry's own max_pixels default, 401408
+
+
+async def test_auto_behaves_as_the_named_family(registry, engines, settings):
+    """``family: auto`` resolves to the adapter of the checkpoint's model_type, for every layer alike: the
+    engine, Detect mode, the video loader's sampling and its frame guard, the page's controls, Export and the
+    render (the service, the page and Export once took ``auto`` for "no adapter" while the engine did not)."""
+    from vlm_demo.export import chat_completions_body, serve_command
+    from vlm_demo.registry import ModelSpec
+    from vlm_demo.service import ChatService, detect_request, grounding_of, video_sampling
+    from vlm_demo.tiny_models import tiny_model_dir
+    from vlm_demo.ui import has_grounding
+
+    entry = registry.get("tiny-qwen2.5-vl")
+    directory = str(tiny_model_dir(entry.family, settings.cache_dir / "tiny-models"))
+    same = dict(path=directory, engine_args=dataclasses.replace(entry.engine_args, load_format="dummy"),
+                controls=entry.controls, sampling=entry.sampling)
+    named = ModelSpec(name="named-qwen", label="named", family="qwen2_5_vl", **same)
+    auto = ModelSpec(name="auto-qwen", label="auto", family="auto", **same)
+    assert profile(auto).adapter is profile(named).adapter is families.ADAPTERS["qwen2_5_vl"]
+    assert profile(auto).model_type == "qwen2_5_vl"
+    assert video_sampling(auto) == video_sampling(named) == "fps"
+    assert grounding_of(auto) is grounding_of(named) and has_grounding(auto)
+    assert profile(auto).initial("max_pixels") == profile(named).initial("max_pixels")
+    assert serve_command(auto).replace(auto.name, "X") == serve_command(named).replace(named.name, "X")
+    both = ChatService(registry.with_model(named).with_model(auto), engines, settings)
+    turn = (Turn("user", "Where is the cat?", {"image": (make_image(1280, 720),)}),)
+    requests = [ChatRequest(model=m.name, turns=turn, mm_kwargs={"max_pixels": 200704}) for m in (named, auto)]
+    assert chat_completions_body(requests[0], named) == chat_completions_body(requests[1], auto)
+    a, b = [await both.inspect(r, start_engine=False) for r in requests]
+    assert a.prompt_token_ids == b.prompt_token_ids and a.family == b.family == "qwen2_5_vl"
+    assert a.items["image"][0].grid == b.items["image"][0].grid is not None  # the family's geometry rule
+    asked = [detect_request(r, m, "the cat").turns[-1].text for r, m in zip(requests, (named, auto))]
+    assert asked[0] == asked[1] != turn[0].text  # Detect mode asks in the family's format

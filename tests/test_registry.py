@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from vlm_demo.profile import profile
+
 from vlm_demo.errors import RegistryError, UnknownModelError
 from vlm_demo.registry import EngineArgs, load_registry, parse_registry
 
@@ -54,7 +56,7 @@ def test_parses_typed_values():
     assert m1.engine_args.limit_mm_per_prompt == {"image": 2}
     assert m1.controls[0].kwarg == "max_pixels" and m1.controls[0].default == 50000
     assert m1.sampling.temperature == 0.2 and m1.sampling.top_p == 0.9
-    assert m1.startup_mm_kwargs() == {"max_pixels": 100000}
+    assert profile(m1).startup_mm_kwargs() == {"max_pixels": 100000}
     assert m1.default_mm_kwargs() == {"max_pixels": 50000}
     with pytest.raises(dataclasses.FrozenInstanceError):
         m1.label = "x"  # type: ignore[misc]

@@ -147,6 +147,24 @@ async def test_an_endpoint_entry_matches_the_local_engine(server: Server, kind: 
     assert answer_l.num_tokens == 8 and answer_l.finish_reason == "length"  # 8 tokens streamed, locally and remotely
 
 
+async def test_an_auto_endpoint_entry_gets_its_checkpoints_family(server: Server, registry, engines, settings):
+    """An endpoint entry with ``family: auto``: what the server says it serves (``/v1/models`` ``root``, here the
+    tiny model's directory) gives the checkpoint's model_type, so the entry has its family's adapter (markers,
+    geometry, Detect) as a named entry has, in the service and the engine alike."""
+    from vlm_demo.profile import profile
+
+    spec = server.spec
+    named = dataclasses.replace(registry.spec_for_endpoint(server.url, spec.name), name=f"remote-{spec.name}")
+    auto = dataclasses.replace(named, name=f"auto-{spec.name}", family="auto")
+    both = ChatService(registry.with_model(named).with_model(auto), engines, settings)
+
+    def request(model: str) -> ChatRequest:
+        return ChatRequest(model=model, turns=(Turn("user", "Hi", {"image": (make_image(640, 480),)}),))
+    a, b = await both.inspect(request(named.name)), await both.inspect(request(auto.name))
+    assert a.family == b.family == spec.family and profile(auto).adapter is profile(named).adapter
+    assert a.prompt_token_ids == b.prompt_token_ids and a.items["image"][0].grid == b.items["image"][0].grid
+
+
 async def test_internvl_kwargs_per_request_fail_on_an_unpatched_server(server: Server, registry, engines, settings):
     """vLLM 0.32's own server hands InternVL2.5's image kwargs to its video processor: the app says what the
     server answered in one line (the app's in-process engine has the workaround, and renders the same)."""

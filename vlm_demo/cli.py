@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 from .errors import InputError, VlmDemoError
+from . import profile
+from .families import AUTO
 from .registry import Registry, load_registry
 from .settings import Settings
 
@@ -33,7 +35,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
                                             else f"tiny {spec.family} (built offline)")
         controls = ", ".join(f"{c.kwarg}=true/false" if c.kind == "bool" else f"{c.kwarg}={c.min}..{c.max}"
                              for c in spec.controls) or "-"
-        print(f"{spec.name:22} {spec.display_label:40} {source:36} family: {spec.family:16} controls: {controls}")
+        family = spec.family if spec.family != AUTO else f"auto: {profile.adapter(spec).name}"
+        print(f"{spec.name:22} {spec.display_label:40} {source:36} family: {family:16} controls: {controls}")
     return 0
 
 

@@ -7,7 +7,7 @@ import json
 import shlex
 from typing import Any
 
-from . import families
+from . import profile
 from .engine.remote import wire_message
 from .registry import ModelSpec, processor_kwargs
 from .service import ChatRequest, sent_media_io, to_openai_messages
@@ -38,7 +38,7 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
         body["seed"] = sampling.seed
     if sampling.regex is not None:  # vLLM's own request field (structured outputs)
         body["structured_outputs"] = {"regex": sampling.regex}
-    grounding = families.get(spec.family).grounding if spec.family != families.AUTO else None
+    grounding = profile.adapter(spec).grounding
     if grounding and grounding.tags:  # the format's tags are special tokens: keep them in the answer
         body["skip_special_tokens"] = False
     body["messages"] = messages
@@ -66,15 +66,12 @@ def serve_command(spec: ModelSpec, model_dir: str | None = None) -> str:
     """The ``vllm serve`` command the exported request is meant for (for an endpoint entry: the server
     it already goes to). ``model_dir``: where a tiny entry's files were built (a registry name is nothing a
     server can load); it is served under the entry's name, which the exported request names."""
-    from .engine.local import prefix_caching_kwargs, spec_adapter
-    from .engine.workarounds import start_kwargs
+    from .engine.local import serve_kwargs
 
     if spec.remote:
         return (f"# {spec.endpoint} serves {spec.served_model_name}; the controls need it started with "
                 "--trust-request-mm-kwargs")
-    kwargs = {k: v for k, v in spec.engine_args.to_vllm().items() if not (k == "load_format" and spec.tiny)}
-    kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs() or None
-    kwargs.update(prefix_caching_kwargs(spec_adapter(spec)))
+    kwargs = {k: v for k, v in serve_kwargs(profile.profile(spec)).items() if not (k == "load_format" and spec.tiny)}
     kwargs["reasoning_parser"] = spec.reasoning_parser  # the server splits reasoning as the app does (None: no flag)
     if spec.tiny:
         args = [f"vllm serve {shlex.quote(model_dir or f'<the {spec.name} directory>')}",
@@ -82,7 +79,7 @@ def serve_command(spec: ModelSpec, model_dir: str | None = None) -> str:
     else:
         args = [f"vllm serve {spec.repo or spec.path}", "--trust-request-mm-kwargs"]
     args += [flag if value is None else f"{flag} {shlex.quote(value)}"
-             for flag, value in cli_flags(start_kwargs(kwargs, spec_adapter(spec)))]
+             for flag, value in cli_flags(kwargs)]
     return " \\\n  ".join(args)
 
 

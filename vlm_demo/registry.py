@@ -235,30 +235,6 @@ class ModelSpec:
         """The per-request kwargs until the user moves a control: those the entry sets a default for."""
         return {c.kwarg: c.default for c in self.controls if c.default is not None}
 
-    def startup_mm_kwargs(self, adapter: Adapter | None = None) -> dict[str, int | bool]:
-        """Kwargs the engine starts with: cache-sizing controls the entry sets at their largest value (a
-        checkbox that sizes the cache: on), so every value works per request. A control without a default
-        leaves the checkpoint's processor config in charge, its cache sizing too. ``adapter`` is the
-        family's where the entry says ``auto``."""
-        if adapter is None:
-            adapter = families.GENERIC if self.family == AUTO else families.get(self.family)
-        sizing = adapter.cache_sizing_kwargs
-        return {c.kwarg: (True if c.kind == "bool" else c.max) for c in self.controls
-                if c.kwarg in sizing and c.default is not None}
-
-    def initial(self, kwarg: str) -> int | bool:
-        """Where the page starts the control for ``kwarg``: the entry's default, else the real
-        checkpoint's own value as the family adapter knows it (clamped to the control's range)."""
-        setting = self.mm_control(kwarg)
-        if setting is None:
-            raise KeyError(kwarg)
-        offered = families.get(self.family).control(kwarg) if self.family != AUTO else None
-        if setting.default is not None or offered is None or offered.default is None:
-            return setting.initial
-        if setting.kind == "bool":
-            return bool(offered.default)
-        return min(max(int(offered.default), setting.min or 0), setting.max or 0)
-
     def mm_control(self, kwarg: str) -> ControlSetting | None:
         """The entry's control for ``kwarg``, if it has one."""
         return next((c for c in self.controls if c.kwarg == kwarg), None)

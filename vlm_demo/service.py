@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 
-from . import families
+from . import families, profile
 from .engine import EngineManager, RenderedPrompt, Renderer
 from .inspector import Inspection, inspect
 from .media import ImageEmbeds, Video
@@ -193,7 +193,7 @@ def check_media_io(media_io: Mapping[str, Mapping[str, Any]], settings: Settings
 
 def video_sampling(spec: ModelSpec) -> str:
     """How the entry's videos are sampled: "num_frames" or "fps" (its family adapter's ``video_sampling``)."""
-    return families.get(spec.family).video_sampling if spec.family != families.AUTO else "num_frames"
+    return profile.adapter(spec).video_sampling
 
 
 def sent_media_io(request: ChatRequest, spec: ModelSpec, settings: Settings) -> dict[str, dict[str, Any]]:
@@ -232,7 +232,7 @@ def check_sampled_frames(request: ChatRequest, spec: ModelSpec, settings: Settin
 
 def grounding_of(spec: ModelSpec) -> Grounding:
     """The entry's grounding format; ``InputError`` naming the families that have one where it has none."""
-    found = families.get(spec.family).grounding if spec.family != families.AUTO else None
+    found = profile.adapter(spec).grounding
     if found is None:
         having = ", ".join(a.title for a in families.ADAPTERS.values() if a.grounding)
         raise InputError(f"{spec.name} has no box format the app reads (families with one: {having})")

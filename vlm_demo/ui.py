@@ -27,7 +27,7 @@ from PIL import Image
 
 from .errors import InputError, VlmDemoError
 from .export import chat_completions_body, curl_command, python_snippet, serve_command
-from . import families
+from . import profile
 from .conversation import Conversation, Exchange, Stats, chat_messages
 from .inspector import PROMPT_CSS, Expansion, Inspection, contact_sheet, draw_overlay, prompt_html, run_length_text
 from .fetch import is_video_url, load_media_url
@@ -178,7 +178,7 @@ def overlay_file(image: Image.Image, expansion: Expansion, center_crop: bool) ->
 
 def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> dict[str, Any]:
     """Values of the prompt and expansion panels for one inspection."""
-    center_crop = families.get(inspection.family).center_crop
+    center_crop = profile.adapter(service.registry.get(inspection.model)).center_crop
     who = "vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits them"
     header = f'<p class="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
     header += f'<p class="sent-settings">{html.escape(settings_text(inspection))}</p>'
@@ -232,7 +232,7 @@ class Boxes:
     @classmethod
     def of(cls, spec: Any, request: ChatRequest, inspection: Inspection) -> Boxes | None:
         """The answer's boxes where the family has a format and the conversation an image, else None."""
-        grounding = families.get(spec.family).grounding if spec.family != families.AUTO else None
+        grounding = profile.adapter(spec).grounding
         images = [im for t in request.turns for im in t.media.get("image", ())]
         expansions = inspection.items.get("image", ())
         if grounding is None or not images or not expansions or not isinstance(images[-1], Image.Image):
@@ -360,7 +360,7 @@ def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any]
         spec = registry.get(name)
         first = {c.kwarg: c.initial for m in reversed(registry.models) for c in m.controls}  # hidden: any valid value
         first.update(video_defaults(spec))
-        return [(chosen or {}).get(k, spec.initial(k) if spec.mm_control(k) else first[k]) for k in kwargs]
+        return [(chosen or {}).get(k, profile.profile(spec).initial(k) if spec.mm_control(k) else first[k]) for k in kwargs]
     default = registry.get(model).sampling
     sampling = [default.temperature if temperature is None else temperature, default.top_p if top_p is None else top_p,
                 default.max_tokens if max_tokens is None else max_tokens, seed]
@@ -389,7 +389,7 @@ def control_names(registry: Any) -> tuple[str, ...]:
 
 def has_grounding(spec: Any) -> bool:
     """Whether the entry's family has a box format the app reads (Detect mode is offered)."""
-    return spec.family != families.AUTO and families.get(spec.family).grounding is not None
+    return profile.adapter(spec).grounding is not None
 
 
 def takes_video(spec: Any) -> bool:
@@ -441,7 +441,7 @@ class Controls:
         own = spec.mm_control(name)
         setting = own or self.setting(name)
         label = setting.label if setting.default is not None else f"{setting.label} (checkpoint's own until moved)"
-        props = {"value": spec.initial(name) if own else setting.initial, "label": label, "visible": own is not None}
+        props = {"value": profile.profile(spec).initial(name) if own else setting.initial, "label": label, "visible": own is not None}
         if setting.kind == "bool":
             return props
         return props | {"minimum": setting.min, "maximum": setting.max, "step": setting.step}
@@ -480,7 +480,7 @@ class Controls:
             if own is None or value is None or kwarg in VIDEO_OPTIONS:
                 continue
             value = _typed(own, value)
-            if own.default is not None or value != spec.initial(kwarg):
+            if own.default is not None or value != profile.profile(spec).initial(kwarg):
                 chosen[kwarg] = value
         return chosen
 

@@ -29,6 +29,7 @@ from PIL import Image
 from .. import families
 from ..errors import EngineBusyError, EngineDiedError, EngineStartError, InputError
 from ..families import Adapter, ItemGeometry, no_geometry
+from ..profile import Profile, profile
 from ..registry import ModelSpec, Sampling
 from ..settings import RENDERERS_KEPT, Settings
 from ..tiny_models import tiny_model_dir
@@ -794,7 +795,7 @@ class EngineManager:
         model = self.model_path(spec, report)
         report("reading the model's configuration")
         adapter = resolve_adapter(spec, model)
-        kwargs = self.engine_kwargs(spec, adapter)
+        kwargs = self.engine_kwargs(spec, model)
         if spec.repo:  # a downloaded snapshot directory: keep the hub name in logs and the API
             kwargs["served_model_name"] = spec.repo
         try:
@@ -873,12 +874,11 @@ class EngineManager:
         del llm
         return engine
 
-    def engine_kwargs(self, spec: ModelSpec, adapter: Adapter | None = None) -> dict[str, Any]:
-        """``AsyncEngineArgs`` keyword arguments for ``spec`` (the model path aside); a ``vllm serve``
-        started with the same values renders the same prompts. ``adapter``: the model's family, where
-        ``spec`` leaves it to the checkpoint (``family: auto``)."""
-        kwargs: dict[str, Any] = dict(spec.engine_args.to_vllm())
-        kwargs["mm_processor_kwargs"] = spec.startup_mm_kwargs(adapter) or None
+    def engine_kwargs(self, spec: ModelSpec, model_dir: str | None = None) -> dict[str, Any]:
+        """``AsyncEngineArgs`` keyword arguments for ``spec`` (the model path aside): ``serve_kwargs`` and what
+        this machine needs (on CPU: the KV cache's size, whole prompts). ``model_dir``: the checkpoint's
+        directory, where the entry leaves its family to it (``family: auto``)."""
+        kwargs = serve_kwargs(profile(spec, model_dir))
         if not has_gpu():
             kwargs["kv_cache_memory_bytes"] = int(self.settings.cpu_kv_cache_gib * 2**30)
             # vLLM 0.32 on CPU: a seeded request whose prompt is split over engine steps (chunked
@@ -886,8 +886,7 @@ class EngineManager:
             # avoid it; a model entry may still turn chunking on explicitly.
             if spec.engine_args.enable_chunked_prefill is None:
                 kwargs["enable_chunked_prefill"] = False
-        kwargs.update(prefix_caching_kwargs(adapter or spec_adapter(spec)))
-        return start_kwargs(kwargs, adapter or spec_adapter(spec))
+        return kwargs
 
     def model_path(self, spec: ModelSpec, report: Any = None) -> str:
         """What vLLM loads for ``spec``: a freshly built tiny model, a local directory, or a hub
@@ -910,6 +909,17 @@ class EngineManager:
                                                                 bytes_total=total))
 
 
+def serve_kwargs(found: Profile) -> dict[str, Any]:
+    """The engine arguments a model starts with on any machine, as ``AsyncEngineArgs`` keyword arguments (the
+    model path aside): the entry's, the processor kwargs that size the encoder cache, prefix caching said
+    explicitly, and what vLLM 0.32 needs of the architecture (``start_kwargs``). The in-process engine and the
+    exported ``vllm serve`` command both come from here, so they render the same prompts."""
+    kwargs: dict[str, Any] = dict(found.spec.engine_args.to_vllm())
+    kwargs["mm_processor_kwargs"] = found.startup_mm_kwargs() or None
+    kwargs.update(prefix_caching_kwargs(found.adapter))
+    return start_kwargs(kwargs, found.adapter)
+
+
 def prefix_caching_kwargs(adapter: Adapter) -> dict[str, Any]:
     """``enable_prefix_caching=True`` for a model of a family the app knows, said explicitly so the
     in-process engine and the exported ``vllm serve`` command agree. These are all decoder-only models,
@@ -919,22 +929,14 @@ def prefix_caching_kwargs(adapter: Adapter) -> dict[str, Any]:
     return {} if adapter is families.GENERIC else {"enable_prefix_caching": True}
 
 
-def spec_adapter(spec: ModelSpec) -> Adapter:
-    """The entry's family adapter as far as the entry says (``auto``: the generic one until the
-    checkpoint is read)."""
-    return families.GENERIC if spec.family == families.AUTO else families.get(spec.family)
-
-
 def resolve_adapter(spec: ModelSpec, model_dir: str) -> Adapter:
-    """The entry's family adapter; for ``family: auto``, the one matching the checkpoint's
-    config.json ``model_type``, else the generic adapter."""
-    if spec.family != families.AUTO:
-        return spec_adapter(spec)
-    try:
-        model_type = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type", "")
-    except (OSError, ValueError) as exc:
-        raise EngineStartError(f"could not start {spec.name}: {model_dir} has no readable config.json ({exc})") from None
-    return families.for_model_type(model_type)
+    """The entry's family adapter (its profile's, read again from ``model_dir``, the directory the engine
+    starts from); a ``family: auto`` entry whose directory has no readable config.json cannot start."""
+    found = profile(spec, model_dir)
+    if spec.family == families.AUTO and found.model_type is None:
+        raise EngineStartError(f"could not start {spec.name}: {model_dir} has no readable config.json with a "
+                               "model_type")
+    return found.adapter
 
 
 def engine_log_file(settings: Settings) -> Path:

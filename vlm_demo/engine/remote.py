@@ -24,8 +24,8 @@ from typing import Any
 import httpx
 
 from ..errors import InputError, RemoteError
-from .. import families
 from ..families import AUTO, ItemGeometry, no_geometry
+from ..profile import profile
 from ..media import png_data_url
 from ..registry import ModelSpec, Sampling, base_url
 from ..settings import Settings
@@ -47,9 +47,9 @@ class RemoteEngine:
         if spec.endpoint is None or spec.served_model_name is None:
             raise ValueError(f"{spec.name} is not an endpoint entry")
         self.spec = spec
-        self.adapter = families.GENERIC if spec.family == AUTO else families.get(spec.family)
-        """The family adapter: the entry's; for ``family: auto`` the generic one (a server does not say
-        its model_type), which needs the server's render endpoint for the ranges."""
+        self.adapter = profile(spec).adapter
+        """The family adapter: the entry's profile's (for ``family: auto`` the generic one unless the checkpoint
+        is here; a server does not say its model_type), which needs the server's render endpoint for the ranges."""
         self.url = base_url(spec.endpoint)
         self.served_model_name = spec.served_model_name
         self.settings = settings
@@ -180,6 +180,8 @@ class RemoteEngine:
         if self.max_model_len <= 0:
             raise RemoteError(f"{self.url}/v1/models gives no max_model_len for {self.served_model_name!r} "
                               "(the app needs a vLLM server)")
+        if self.spec.family == AUTO and isinstance(entry.get("root"), str):  # the checkpoint it serves, if here
+            self.adapter = profile(self.spec, entry["root"]).adapter
         family = self.adapter
         info = await self._call("GET", "/tokenizer_info", not_offered=NOT_OFFERED)
         if info is not None:
