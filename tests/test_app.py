@@ -25,7 +25,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from vlm_demo.engine import EngineManager
 from vlm_demo.registry import Registry, Sampling
 from vlm_demo.service import ChatService
-from vlm_demo.ui import api_inputs, build_app, image_file, launch_kwargs, named_outputs
+from vlm_demo.ui import api_inputs, build_app, control_names, image_file, launch_kwargs, named_outputs
 
 from .browser import LOG_PROBLEMS, chromium
 from .conftest import ARTIFACTS, ROOT, make_image
@@ -889,3 +889,34 @@ def test_detect_draws_the_box_in_a_real_browser(app, picture, clean_log):
     x1, y1, x2, y2 = placed[0].box
     edge = (round(x1) + 1, round((y1 + y2) / 2))  # on the box's left edge, halfway down
     assert drawn.getpixel(edge) == COLOURS[0], (edge, placed[0], answer)
+
+
+def test_the_page_shows_a_model_its_processors_controls(registry, settings):
+    """A registry model whose entry offers no controls (the tiny Qwen2.5-VL directory as ``family: generic``)
+    gets its processor's on the page: derived once before the page is built, shown for it alone, starting at
+    the checkpoint's values, and what the page sends for them is checked and nested as the processor takes it."""
+    from vlm_demo.profile import profile
+    from vlm_demo.registry import ModelSpec
+    from vlm_demo.tiny_models import tiny_model_dir
+    from vlm_demo.ui import Controls
+
+    entry = registry.get(MODEL)
+    spec = ModelSpec(name="generic-qwen", label="generic", family="generic",
+                     path=str(tiny_model_dir(entry.family, settings.cache_dir / "tiny-models")),
+                     engine_args=dataclasses.replace(entry.engine_args, load_format="dummy"))
+    with_generic = registry.with_model(spec)
+    engines = EngineManager(settings)
+    try:
+        service = ChatService(with_generic, engines, settings)
+        build_app(service, default_model=spec.name)  # derives the generic model's controls first
+        controls = Controls(with_generic, settings, control_names(with_generic), [])
+        edge = controls.props(spec.name, "size.longest_edge")
+        assert edge["visible"] and edge["value"] == 12845056 and edge["minimum"] < 12845056 < edge["maximum"]
+        assert not controls.props(MODEL, "size.longest_edge")["visible"]
+        assert not controls.props(spec.name, "max_pixels")["visible"]
+        values = [200704 if k == "size.longest_edge" else None for k in controls.kwargs]
+        chosen = controls.mm_kwargs(spec.name, values)
+        assert chosen == {"size.longest_edge": 200704}
+        assert profile(spec).mm_processor_kwargs(chosen) == {"size": {"longest_edge": 200704, "shortest_edge": 3136}}
+    finally:
+        engines.shutdown_all()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -192,3 +193,71 @@ async def test_auto_behaves_as_the_named_family(registry, engines, settings):
     assert a.items["image"][0].grid == b.items["image"][0].grid is not None  # the family's geometry rule
     asked = [detect_request(r, m, "the cat").turns[-1].text for r, m in zip(requests, (named, auto))]
     assert asked[0] == asked[1] != turn[0].text  # Detect mode asks in the family's format
+
+
+@pytest.mark.parametrize(("name", "derived", "entry_kwargs"), [
+    ("tiny-qwen2.5-vl", {"size.longest_edge": 200704}, {"max_pixels": 200704}),
+    ("tiny-smolvlm2", {"do_image_splitting": False}, {"do_image_splitting": False}),
+    ("tiny-gemma3", {"do_pan_and_scan": True}, {"do_pan_and_scan": True}),
+])
+async def test_a_model_without_controls_gets_its_processors(name, derived, entry_kwargs, registry, engines, settings):
+    """An entry that offers no controls (here the tiny checkpoints with ``family: generic``) gets its processor's:
+    whole numbers, true/false and each key of a size dict, at the checkpoint's values, without architecture
+    constants and kwargs that change no token (dropped by rendering). Each control's ends and start render; a
+    derived value renders the ids the family's own control renders; a value out of range or a name the processor
+    does not offer is one line."""
+    from vlm_demo.engine.controls import NOT_CONTROLS
+    from vlm_demo.errors import InputError
+    from vlm_demo.registry import ModelSpec
+    from vlm_demo.service import ChatService
+    from vlm_demo.tiny_models import tiny_model_dir
+
+    entry = registry.get(name)
+    spec = ModelSpec(name=f"generic-{name}", label="generic", family="generic",
+                     path=str(tiny_model_dir(entry.family, settings.cache_dir / "tiny-models")),
+                     engine_args=dataclasses.replace(entry.engine_args, load_format="dummy"))
+    service = ChatService(registry.with_model(spec), engines, settings)
+    found = await service.controls(spec.name)
+    names = {c.kwarg for c in found.controls}
+    assert set(derived) <= names and not {n.partition(".")[0] for n in names} & NOT_CONTROLS, names
+    images = (make_image(1280, 720), make_image(300, 500, seed=1))
+
+    def request(model: str, kwargs) -> ChatRequest:
+        return ChatRequest(model=model, turns=(Turn("user", "Compare.", {"image": images}),), mm_kwargs=kwargs)
+    for c in found.controls:
+        values = (True, False) if c.kind == "bool" else (c.min, c.max, found.initial(c.kwarg))
+        for value in values:
+            await service.inspect(request(spec.name, {c.kwarg: value}), start_engine=False)
+    ours = await service.inspect(request(spec.name, derived), start_engine=False)
+    theirs = await service.inspect(request(name, entry_kwargs), start_engine=False)
+    assert ours.prompt_token_ids == theirs.prompt_token_ids
+    slider = next((c for c in found.controls if c.kind == "int"), None)
+    if slider is not None:
+        with pytest.raises(InputError, match=f"{slider.kwarg}={slider.max + 1} is outside"):
+            await service.inspect(request(spec.name, {slider.kwarg: slider.max + 1}), start_engine=False)
+    with pytest.raises(InputError, match=f"has no setting 'patch_size'; its settings: .*{sorted(names)[0]}"):
+        await service.inspect(request(spec.name, {"patch_size": 28}), start_engine=False)
+
+
+def test_the_cli_lists_controls_and_prints_no_python_warning(llava_next_dir):
+    """``models --controls NAME`` lists a model's controls (a model directory with no entry of its own: its
+    processor's); ``inspect --json`` carries them; a Qwen render with max_pixels (which transformers 5.19
+    deprecates as a call kwarg, and vLLM 0.32 passes anyway) prints no Python warning on stderr."""
+    import re
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_STREAM"}  # (this process's own)
+        out = subprocess.run([sys.executable, "-m", "vlm_demo", *args], cwd=ROOT, capture_output=True, text=True,
+                             timeout=300, env=env)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert not re.search(r"\w+Warning: ", out.stderr), out.stderr[-2000:]
+        return out
+
+    listed = cli("models", "--controls", "tiny-qwen2.5-vl").stdout
+    assert re.search(r"^max_pixels +3136\.\.1003520 step 784 +starts at 401408 +\(models.yaml\)$", listed, re.M), listed
+    data = json.loads(cli("inspect", "--model", "tiny-qwen2.5-vl", "--image", str(ROOT / "assets" / "bar-chart.png"),
+                          "--text", "Best quarter?", "--mm-kwargs", '{"max_pixels": 200704}', "--json").stdout)
+    assert {c["kwarg"] for c in data["controls"]} == {"min_pixels", "max_pixels", "videos_kwargs.max_pixels"}
+    # a directory of a family without an adapter: its processor's (LLaVA-NeXT's: none that changes a token)
+    assert cli("models", "--controls", str(llava_next_dir)).stdout == (f"{llava_next_dir.name} offers no "
+                                                                      "per-request processor settings\n")

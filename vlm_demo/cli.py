@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from .errors import InputError, VlmDemoError
@@ -27,9 +28,31 @@ def _registry(settings: Settings) -> Registry:
     return load_registry(settings.models_file)
 
 
+def controls_json(found: profile.Profile) -> list[dict[str, object]]:
+    """A model's controls as JSON: name, kind, range and step (sliders), where each starts, and whence."""
+    source = "models.yaml" if found.spec.controls else "the model's processor"
+    return [{"kwarg": c.kwarg, "kind": c.kind, **({"min": c.min, "max": c.max, "step": c.step} if c.kind == "int" else {}),
+             "initial": found.initial(c.kwarg), "sent_until_moved": c.default is not None, "from": source}
+            for c in found.controls]
+
+
 def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
-    """Print the registry, one model a line."""
+    """Print the registry, one model a line; with ``--controls NAME`` (a registry name or a model directory), that
+    model's controls, one a line (derived from its processor where its entry offers none)."""
     registry = _registry(settings)
+    if args.controls:
+        name = args.controls
+        if Path(name).is_dir():
+            spec = registry.spec_for_directory(Path(name))
+            registry, name = registry.with_model(spec), spec.name
+        found = asyncio.run(_with_service(registry, settings, lambda service: service.controls(name)))
+        rows = controls_json(found)
+        for c in rows:
+            shape = "true/false" if c["kind"] == "bool" else f"{c['min']}..{c['max']} step {c['step']}"
+            print(f"{c['kwarg']:28} {shape:32} starts at {c['initial']}  ({c['from']})")
+        if not rows:
+            print(f"{name} offers no per-request processor settings")
+        return 0
     for spec in registry.models:
         source = spec.repo or spec.path or (f"{spec.served_model_name} at {spec.endpoint}" if spec.remote
                                             else f"tiny {spec.family} (built offline)")
@@ -182,10 +205,11 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     registry, request = _request(args, settings)
     out = _stdout_to_stderr() if args.json else sys.stdout
     # Rendering needs vLLM's renderer only: no engine process starts (as ``vllm serve``'s own render).
-    inspection = asyncio.run(_with_service(registry, settings,
-                                           lambda service: service.inspect(request, start_engine=False)))
+    async def run(service):
+        return await service.inspect(request, start_engine=False), await service.controls(request.model)
+    inspection, found = asyncio.run(_with_service(registry, settings, run))
     if args.json:
-        out.write(json.dumps(to_json(inspection)) + "\n")
+        out.write(json.dumps({**to_json(inspection), "controls": controls_json(found)}) + "\n")
         out.flush()
         return 0
     b = inspection.budget
@@ -333,6 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_args(serve)
     serve.set_defaults(func=cmd_serve)
     models = sub.add_parser("models", help="list the models of models.yaml")
+    models.add_argument("--controls", metavar="NAME", help="list this model's controls (a name or a model directory)")
     models.set_defaults(func=cmd_models)
     inspect = sub.add_parser("inspect", help="show the rendered prompt and the image-token expansion")
     _add_request_args(inspect)
@@ -360,10 +385,34 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, help="port (env GRADIO_SERVER_PORT; default 7860)")
 
 
+LIBRARY_MODULES = r"(transformers|vllm|torch|torchvision|gradio|gradio_client|huggingface_hub|cv2)(\..*)?$"
+"""Modules whose warnings are theirs to fix, not a person's to read (transformers' deprecation of Qwen's
+``min_pixels``/``max_pixels`` call kwargs, which vLLM 0.32 passes to the processor whatever a request says)."""
+
+
+def quiet_library_warnings() -> None:
+    """Keep the libraries' FutureWarning, DeprecationWarning and UserWarning out of what a person reads (the
+    CLI's stderr, the app's log), and transformers' logged notices below errors; a ``-W`` option or
+    ``PYTHONWARNINGS`` (``TRANSFORMERS_VERBOSITY``) of the user's still decides."""
+    if "TRANSFORMERS_VERBOSITY" not in os.environ:  # its notices (logged, not warned), here and in vLLM's processes
+        os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.set_verbosity_error()
+    if sys.warnoptions:
+        return
+    for category in (FutureWarning, DeprecationWarning, UserWarning):
+        warnings.filterwarnings("ignore", category=category, module=LIBRARY_MODULES)
+    # vLLM's engine processes run library code alone: they start without this process's filters
+    os.environ["PYTHONWARNINGS"] = "ignore::FutureWarning,ignore::DeprecationWarning,ignore::UserWarning"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("inspect", "chat", "ground"):
+    quiet_library_warnings()
+    if args.command in ("inspect", "chat", "ground", "models"):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # before vLLM is imported
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.__stderr__")  # stdout is the command's output
     logging.basicConfig(level=logging.WARNING if args.command != "serve" else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

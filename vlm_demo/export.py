@@ -9,7 +9,7 @@ from typing import Any
 
 from . import profile
 from .engine.remote import wire_message
-from .registry import ModelSpec, processor_kwargs
+from .registry import ModelSpec
 from .service import ChatRequest, sent_media_io, to_openai_messages
 from .settings import Settings
 
@@ -27,7 +27,7 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
         messages.append(wire_message({**message, "content": parts}))
     sampling = request.sampling or spec.sampling
     body: dict[str, Any] = {"model": spec.served_model_name or spec.repo or spec.path or spec.name}
-    mm_kwargs = processor_kwargs({**spec.default_mm_kwargs(), **request.mm_kwargs})
+    mm_kwargs = profile.profile(spec).mm_processor_kwargs(request.mm_kwargs)
     if mm_kwargs:  # the settings first, where a reader sees them; the messages (pictures and all) last
         body["mm_processor_kwargs"] = mm_kwargs
     if media_io := sent_media_io(request, spec, settings or Settings()):

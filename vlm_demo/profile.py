@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from . import families
 from .families import AUTO, Adapter
 from .families.grounding import Grounding
-from .registry import ModelSpec
+from .registry import ControlSetting, ModelSpec, processor_kwargs
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,36 @@ class Profile:
     """The family adapter (``families.GENERIC`` where no adapter matches)."""
     model_type: str | None
     """The checkpoint's config.json ``model_type``, where it was read (None: not read here)."""
+    derived: tuple[ControlSetting, ...] | None = None
+    """Controls derived from the model's processor (``engine.controls``), for an entry that offers none; None
+    until they are derived (that needs vLLM's renderer of the model)."""
+    checkpoint_values: Mapping[str, int | bool] = field(default_factory=dict)
+    """The checkpoint's own value of each derived control."""
+    dicts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """The checkpoint's dict kwargs of derived controls (``size``), sent whole."""
+
+    @property
+    def controls(self) -> tuple[ControlSetting, ...]:
+        """The per-request processor settings the model offers: the entry's, else those derived from its
+        processor (none until derived)."""
+        return self.spec.controls or self.derived or ()
+
+    @property
+    def controls_known(self) -> bool:
+        """Whether ``controls`` is all the model offers (else its processor's are still to be derived)."""
+        return bool(self.spec.controls) or self.derived is not None or self.spec.remote
+
+    def control(self, kwarg: str) -> ControlSetting | None:
+        """The control for ``kwarg``, if the model offers it."""
+        return next((c for c in self.controls if c.kwarg == kwarg), None)
+
+    def default_mm_kwargs(self) -> dict[str, int | bool]:
+        """The per-request kwargs until the user moves a control: those the entry sets a default for."""
+        return self.spec.default_mm_kwargs()
+
+    def mm_processor_kwargs(self, chosen: Mapping[str, Any]) -> dict[str, Any]:
+        """What a request sends as vLLM's ``mm_processor_kwargs``: the defaults with ``chosen`` over them."""
+        return processor_kwargs({**self.default_mm_kwargs(), **chosen}, self.dicts)
 
     @property
     def grounding(self) -> Grounding | None:
@@ -39,9 +71,12 @@ class Profile:
     def initial(self, kwarg: str) -> int | bool:
         """Where the page starts the control for ``kwarg``: the entry's default, else the real checkpoint's own
         value as the family adapter knows it (clamped to the control's range)."""
-        setting = self.spec.mm_control(kwarg)
+        setting = self.control(kwarg)
         if setting is None:
             raise KeyError(kwarg)
+        if kwarg in self.checkpoint_values and setting.default is None:
+            value = self.checkpoint_values[kwarg]
+            return value if isinstance(value, bool) else min(max(int(value), setting.min or 0), setting.max or 0)
         offered = self.adapter.control(kwarg)
         if setting.default is not None or offered is None or offered.default is None:
             return setting.initial
@@ -75,9 +110,20 @@ def profile(spec: ModelSpec, model_dir: str | Path | None = None) -> Profile:
     else:
         adapter = families.GENERIC if spec.family == families.GENERIC.name else families.ADAPTERS[spec.family]
     found = Profile(spec, adapter, model_type)
+    if known is not None and known.spec == spec and known.adapter is adapter:  # what was derived stays
+        found = replace(found, derived=known.derived, checkpoint_values=known.checkpoint_values, dicts=known.dicts)
     if spec.family != AUTO or model_type is not None:  # an auto entry not read yet: ask again later
         with _lock:
             _known[spec.name] = found
+    return found
+
+
+def remember_derived(spec: ModelSpec, controls: tuple[ControlSetting, ...], values: Mapping[str, int | bool],
+                     dicts: Mapping[str, Mapping[str, int]]) -> Profile:
+    """Keep the controls derived from ``spec``'s processor in its profile (the engine layer derives them)."""
+    found = replace(profile(spec), derived=controls, checkpoint_values=dict(values), dicts=dict(dicts))
+    with _lock:
+        _known[spec.name] = found
     return found
 
 

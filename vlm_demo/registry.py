@@ -246,19 +246,24 @@ SCOPES = ("images_kwargs", "videos_kwargs")
 without a scope applies to every modality the processor takes (Qwen's ``max_pixels``: images and frames)."""
 
 
-def processor_kwargs(flat: Mapping[str, Any]) -> dict[str, Any]:
+def processor_kwargs(flat: Mapping[str, Any], dicts: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Control values as vLLM's ``mm_processor_kwargs``: scoped names nested (``{"videos_kwargs.max_pixels":
     1}`` -> ``{"videos_kwargs": {"max_pixels": 1}}``), the rest as they are, except a name that is also scoped:
     its unscoped value goes into every scope that does not set it (``{"max_pixels": 2, "videos_kwargs.max_pixels":
     1}`` -> ``{"images_kwargs": {"max_pixels": 2}, "videos_kwargs": {"max_pixels": 1}}``). Given both ways,
     transformers 5.19 applies neither to images (they got the checkpoint's ``max_pixels``), while vLLM 0.32 keys
     its caches as if the unscoped one applied: a later turn then found an image's cached encoding of another size
-    than its prompt ("Encoder cache entry ... holds 798 embeddings, but request ... expects 1196") and failed."""
+    than its prompt ("Encoder cache entry ... holds 798 embeddings, but request ... expects 1196") and failed.
+
+    A key of a dict kwarg (``size.longest_edge``, a derived control) sends the whole dict: the keys it does not
+    set at their values in ``dicts`` (the checkpoint's ``size``), as processors take ``size`` whole."""
     out: dict[str, Any] = {}
     for key, value in flat.items():
         scope, dot, name = key.partition(".")
         if dot and scope in SCOPES:
             out.setdefault(scope, {})[name] = value
+        elif dot:
+            out.setdefault(scope, dict((dicts or {}).get(scope, {})))[name] = value
         else:
             out[key] = value
     scoped = {name for scope in SCOPES for name in out.get(scope, {})}
@@ -270,10 +275,11 @@ def processor_kwargs(flat: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def flat_kwargs(nested: Mapping[str, Any]) -> dict[str, Any]:
-    """``processor_kwargs`` undone: what the controls call each value (``--mm-kwargs`` may give either form)."""
+    """``processor_kwargs`` undone: what the controls call each value (``--mm-kwargs`` may give either form;
+    ``{"size": {"longest_edge": 1}}`` is ``size.longest_edge``)."""
     out: dict[str, Any] = {}
     for key, value in nested.items():
-        if key in SCOPES and isinstance(value, Mapping):
+        if isinstance(value, Mapping):
             out.update({f"{key}.{name}": v for name, v in value.items()})
         else:
             out[key] = value

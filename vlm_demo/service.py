@@ -7,7 +7,9 @@ UI -> ``ChatService.chat(request)`` -> engine -> ``Rendered``, ``Delta``..., the
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from collections.abc import Mapping
@@ -21,8 +23,10 @@ from .inspector import Inspection, inspect
 from .media import ImageEmbeds, Video
 from .errors import InputError, VlmDemoError
 from .families.grounding import Grounding
-from .registry import ModelSpec, Registry, Sampling, processor_kwargs
+from .registry import ModelSpec, Registry, Sampling
 from .settings import VIDEO_FPS, VIDEO_NUM_FRAMES, WAITING_EVERY_S, Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -230,6 +234,23 @@ def check_sampled_frames(request: ChatRequest, spec: ModelSpec, settings: Settin
                                  f"the limit is {settings.max_video_frames} (lower fps)")
 
 
+def check_mm_kwargs(found: profile.Profile, mm_kwargs: Mapping[str, Any]) -> None:
+    """Each per-request processor kwarg must be one of the model's controls, of its type and in its range
+    (``InputError``, one line). Not yet where the controls are still to be derived from the processor; not for
+    a remote model the app cannot identify: what the person typed goes to the server, which says what it takes."""
+    if not found.controls_known or (found.spec.remote and not found.controls):
+        return
+    for key, value in mm_kwargs.items():
+        control = found.control(key)
+        if control is None:
+            raise InputError(f"{found.spec.name} has no setting {key!r}; its settings: "
+                             f"{', '.join(c.kwarg for c in found.controls) or 'none'}")
+        try:
+            control.check(value)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
+
 def grounding_of(spec: ModelSpec) -> Grounding:
     """The entry's grounding format; ``InputError`` naming the families that have one where it has none."""
     found = profile.adapter(spec).grounding
@@ -312,16 +333,33 @@ class ChatService:
                                  f"{min(per_conversation, allowed)} per prompt")
         check_media_io(request.media_io, self.settings)
         check_sampled_frames(request, spec, self.settings)
-        for key, value in request.mm_kwargs.items():
-            control = spec.mm_control(key)
-            if control is None:
-                raise InputError(f"{spec.name} has no setting {key!r}; its settings: "
-                                 f"{', '.join(c.kwarg for c in spec.controls) or 'none'}")
-            try:
-                control.check(value)
-            except ValueError as exc:
-                raise InputError(str(exc)) from None
+        check_mm_kwargs(profile.profile(spec), request.mm_kwargs)
         return spec
+
+    async def controls(self, name: str) -> profile.Profile:
+        """The model's profile with its controls known: for an entry that offers none, its processor's
+        (derived with vLLM's renderer of the model; no engine starts)."""
+        spec = self.registry.get(name)
+        found = profile.profile(spec)
+        if found.controls_known:
+            return found
+        return await (await self.engines.renderer(spec)).derived_profile()  # type: ignore[union-attr]
+
+    def derive_controls(self) -> None:
+        """Derive the controls of every registry model whose entry offers none (the page shows each model's
+        controls from its start); a model whose renderer cannot be made keeps none, and says why when used."""
+        names = [m.name for m in self.registry.models if not profile.profile(m).controls_known]
+        if not names:
+            return
+
+        async def derive_all() -> None:
+            for name in names:
+                try:
+                    await self.controls(name)
+                except VlmDemoError as exc:
+                    log.warning("%s: no controls derived: %s", name, exc)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # (the page may be built inside an event loop)
+            pool.submit(asyncio.run, derive_all()).result()
 
     async def inspect(self, request: ChatRequest, start_engine: bool = True) -> Inspection:
         """Render ``request`` without generating, with the model's engine (started if needed), or with
@@ -363,12 +401,11 @@ class ChatService:
                     f"the text contains {token!r}, a special token or image placeholder of {spec.name}; "
                     "images go in as "
                     "attachments and the chat template adds its own markers, so remove it from the text")
-        mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
-        known = getattr(engine, "processor_kwargs", None)
-        if engine.adapter.name == "generic" and known is not None:  # an adapter's controls are checked already
-            for key in mm_kwargs.keys() - known:
-                raise InputError(f"{spec.name}'s processor takes no per-request setting {key!r}")
-        rendered = await engine.render(to_openai_messages(request), processor_kwargs(mm_kwargs),
+        found = profile.profile(spec)
+        if not found.controls_known:  # an entry without controls: its processor's, derived with the renderer
+            found = await engine.derived_profile()  # type: ignore[union-attr]
+            check_mm_kwargs(found, request.mm_kwargs)
+        rendered = await engine.render(to_openai_messages(request), found.mm_processor_kwargs(request.mm_kwargs),
                                        sent_media_io(request, spec, self.settings))
         if len(rendered.prompt_token_ids) >= engine.max_model_len:
             raise InputError(

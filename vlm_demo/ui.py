@@ -358,9 +358,10 @@ def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any]
 
     def control_values(name: str, chosen: dict[str, Any] | None) -> list[Any]:
         spec = registry.get(name)
-        first = {c.kwarg: c.initial for m in reversed(registry.models) for c in m.controls}  # hidden: any valid value
+        first = {c.kwarg: c.initial for m in reversed(registry.models) for c in profile.profile(m).controls}  # hidden
         first.update(video_defaults(spec))
-        return [(chosen or {}).get(k, profile.profile(spec).initial(k) if spec.mm_control(k) else first[k]) for k in kwargs]
+        found = profile.profile(spec)
+        return [(chosen or {}).get(k, found.initial(k) if found.control(k) else first[k]) for k in kwargs]
     default = registry.get(model).sampling
     sampling = [default.temperature if temperature is None else temperature, default.top_p if top_p is None else top_p,
                 default.max_tokens if max_tokens is None else max_tokens, seed]
@@ -384,7 +385,7 @@ VIDEO_OPTIONS = ("num_frames", "fps")
 
 def control_names(registry: Any) -> tuple[str, ...]:
     """The names of a picker's controls, in order: every model's processor kwargs, then ``VIDEO_OPTIONS``."""
-    return (*sorted({c.kwarg for spec in registry.models for c in spec.controls}), *VIDEO_OPTIONS)
+    return (*sorted({c.kwarg for spec in registry.models for c in profile.profile(spec).controls}), *VIDEO_OPTIONS)
 
 
 def has_grounding(spec: Any) -> bool:
@@ -438,17 +439,18 @@ class Controls:
                      else "fps (caps num_frames at this rate; 0: num_frames alone)")
             return {"minimum": 0, "maximum": self.settings.max_video_fps, "step": 0.5,
                     "value": video_defaults(spec)["fps"], "visible": takes_video(spec), "label": label}
-        own = spec.mm_control(name)
+        found = profile.profile(spec)
+        own = found.control(name)
         setting = own or self.setting(name)
         label = setting.label if setting.default is not None else f"{setting.label} (checkpoint's own until moved)"
-        props = {"value": profile.profile(spec).initial(name) if own else setting.initial, "label": label, "visible": own is not None}
+        props = {"value": found.initial(name) if own else setting.initial, "label": label, "visible": own is not None}
         if setting.kind == "bool":
             return props
         return props | {"minimum": setting.min, "maximum": setting.max, "step": setting.step}
 
     def setting(self, kwarg: str) -> Any:
         """The first model's control setting for ``kwarg`` (the shape of a hidden control)."""
-        return next(c for m in self.registry.models for c in m.controls if c.kwarg == kwarg)
+        return next(c for m in self.registry.models for c in profile.profile(m).controls if c.kwarg == kwarg)
 
     def kind(self, name: str) -> str:
         """"bool" (a checkbox), "int" or "number" (a slider) for control ``name``."""
@@ -470,17 +472,17 @@ class Controls:
         """The per-request kwargs the controls' ``values`` ask for under ``model``, each checked against its
         control's type and range: only the model's own controls, and only those with a default or moved
         (an unmoved control with no default leaves the checkpoint's own value)."""
-        spec = self.registry.get(model)
+        found = profile.profile(self.registry.get(model))
         if len(values) != len(self.kwargs):
             raise InputError(f"expected {len(self.kwargs)} control values ({', '.join(self.kwargs)}), "
                              f"got {len(values)}")
         chosen = {}
         for kwarg, value in zip(self.kwargs, values, strict=True):
-            own = spec.mm_control(kwarg)
+            own = found.control(kwarg)
             if own is None or value is None or kwarg in VIDEO_OPTIONS:
                 continue
             value = _typed(own, value)
-            if own.default is not None or value != profile.profile(spec).initial(kwarg):
+            if own.default is not None or value != found.initial(kwarg):
                 chosen[kwarg] = value
         return chosen
 
@@ -1119,6 +1121,7 @@ def wire(page: Page, on: Handlers) -> None:
 
 def build_app(service: ChatService, default_model: str) -> gr.Blocks:
     """The page: its layout, its handlers and the events between them."""
+    service.derive_controls()  # models whose entries offer no controls get their processors' (once, before the page)
     with gr.Blocks(title="vlm-demo") as demo:
         page = layout(service, default_model)
         handlers = Handlers(service, page)

@@ -29,7 +29,7 @@ from PIL import Image
 from .. import families
 from ..errors import EngineBusyError, EngineDiedError, EngineStartError, InputError
 from ..families import Adapter, ItemGeometry, no_geometry
-from ..profile import Profile, profile
+from ..profile import Profile, profile, remember_derived
 from ..registry import ModelSpec, Sampling
 from ..settings import RENDERERS_KEPT, Settings
 from ..tiny_models import tiny_model_dir
@@ -231,6 +231,17 @@ class Renderer:
         except Exception:  # noqa: BLE001 - a processor of vLLM's own declares nothing
             return None
         return frozenset(k for scope, names in scopes.items() if scope != "text_kwargs" for k in names)
+
+    async def derived_profile(self) -> Profile:
+        """The model's profile with its controls: for an entry that offers none, those derived from its
+        processor (``engine.controls``: checked by rendering, once a model)."""
+        found = profile(self.spec)
+        if found.controls_known:
+            return found
+        from .controls import derive
+
+        derived = await derive(self)
+        return remember_derived(self.spec, derived.controls, derived.values, derived.dicts)
 
     @functools.cached_property
     def modalities(self) -> tuple[str, ...]:

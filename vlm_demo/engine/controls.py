@@ -1,0 +1,156 @@
+"""Controls derived from a model's own processor, for a model whose entry offers none.
+
+transformers 5 processors declare the kwargs a request may set (``valid_kwargs``, which vLLM 0.32 lists per
+scope with ``get_supported_mm_processor_kwargs``); the processor object holds the checkpoint's values. Each
+image kwarg that is a whole number, a true/false or a dict of whole numbers (``size`` -> one control per key,
+``size.longest_edge``) is a candidate; what would break the model or cannot change tokens is left out by name
+(``NOT_CONTROLS``), and each candidate is then checked by rendering: a probe picture is rendered at the
+checkpoint's value and at the ends of the candidate's range, and the candidate stays only where every render
+works and one of them gives other ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+from ..registry import ControlSetting, processor_kwargs
+
+log = logging.getLogger(__name__)
+
+NOT_CONTROLS = frozenset({
+    # architecture constants: another value breaks the vision encoder
+    "patch_size", "temporal_patch_size", "merge_size", "spatial_merge_size", "image_seq_length",
+    # pixel values only (normalisation, format): the same tokens
+    "do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std", "do_convert_rgb", "resample",
+    "return_tensors", "data_format", "input_data_format", "device", "disable_grouping", "return_metadata",
+    # fixed-size encoders' geometry: another value gives a picture the encoder was not built for
+    "do_resize", "do_center_crop", "crop_size", "do_pad", "pad_size", "default_to_square",
+    # video sampling: the page's own frame controls (vLLM's loader samples, media_io_kwargs)
+    "do_sample_frames", "fps", "num_frames", "max_frames", "min_frames", "video_metadata",
+})
+"""Processor kwargs that are never offered as controls."""
+
+RANGE = (4, 2)
+"""A derived slider goes from the checkpoint's value divided by the first to the value times the second."""
+PIXEL_COUNT = (100_000, 64)
+"""A value above the first is a pixel count (Qwen's 12845056-pixel ``size.longest_edge``): its slider starts at
+the value divided by the second, where it binds a 640x360 picture."""
+SLIDER_STEPS = 1000
+"""A wide slider moves in about this many steps."""
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A model's derived controls, with the checkpoint's values they start at."""
+
+    controls: tuple[ControlSetting, ...]
+    """The controls, in name order."""
+    values: Mapping[str, int | bool]
+    """The checkpoint's value of each control (its processor's)."""
+    dicts: Mapping[str, Mapping[str, int]]
+    """The checkpoint's dict kwargs (``size``): a control of one key sends the whole dict, the others at the
+    checkpoint's values (Qwen's image processor needs both of ``size``'s edges)."""
+
+
+def candidates(image_processor: Any, names: set[str]) -> dict[str, int | bool]:
+    """The kwargs of ``names`` that may become controls, with the checkpoint's values (dicts flattened; a
+    true/false the checkpoint leaves unset is off, as the processor takes it)."""
+    found: dict[str, int | bool] = {}
+    declared = _declared(image_processor)
+    for name in sorted(names - NOT_CONTROLS):
+        value = getattr(image_processor, name, None)
+        if value is None and declared.get(name) is bool:
+            value = False
+        if isinstance(value, Mapping) or hasattr(value, "__dataclass_fields__"):  # size: dict or SizeDict
+            items = dict(value) if isinstance(value, Mapping) else {k: getattr(value, k) for k in
+                                                                     value.__dataclass_fields__}
+            found.update({f"{name}.{k}": v for k, v in items.items()
+                          if isinstance(v, int) and not isinstance(v, bool) and v > 0})
+        elif isinstance(value, bool) or (isinstance(value, int) and value > 0):
+            found[name] = value
+    return found
+
+
+def _declared(image_processor: Any) -> dict[str, Any]:
+    """The processor's declared kwargs whose type is plainly ``bool`` or ``int`` (with or without None)."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(image_processor.valid_kwargs)
+    except Exception:  # noqa: BLE001 - a processor without typed kwargs
+        return {}
+    plain = {}
+    for name, hint in hints.items():
+        args = set(typing.get_args(hint)) - {type(None)} or {hint}
+        if args in ({bool}, {int}):
+            plain[name] = args.pop()
+    return plain
+
+
+def setting(name: str, value: int | bool, low: int | None = None, high: int | None = None) -> ControlSetting:
+    """The control for ``name``: a checkbox, or a slider around the checkpoint's value (``low``..``high``)."""
+    label = f"{name} (from the processor)"
+    if isinstance(value, bool):
+        return ControlSetting(kwarg=name, label=label)
+    divisor = PIXEL_COUNT[1] if value > PIXEL_COUNT[0] else RANGE[0]
+    low = max(1, value // divisor) if low is None else low
+    high = value * RANGE[1] if high is None else high
+    return ControlSetting(kwarg=name, label=label, min=low, max=high, step=max(1, (high - low) // SLIDER_STEPS))
+
+
+def probe_pictures() -> tuple[Image.Image, Image.Image]:
+    """A wide 640x360 picture and a small 64x48 one, with some structure: a limit binds one or the other."""
+    picture = Image.radial_gradient("L").convert("RGB")
+    return picture.resize((640, 360)), picture.resize((64, 48))
+
+
+async def derive(renderer: Any) -> Derived:
+    """The controls of ``renderer``'s model (an ``engine.local.Renderer``), checked by rendering."""
+    info = renderer._renderer.get_mm_processor().info
+    try:
+        hf = info.get_hf_processor()
+        names = set(info.get_supported_mm_processor_kwargs().get("images_kwargs", ()))
+        image_processor = hf.image_processor
+    except Exception as exc:  # noqa: BLE001 - a processor of vLLM's own declares nothing
+        log.info("%s: no processor kwargs to derive controls from (%s)", renderer.spec.name, exc)
+        return Derived((), {}, {})
+    found = candidates(image_processor, names)
+    dicts = {name.partition(".")[0]: dict(getattr(image_processor, name.partition(".")[0]))
+             for name in found if "." in name}
+    dicts = {k: {n: v for n, v in (d.items() if isinstance(d, Mapping) else ())} for k, d in dicts.items()}
+    pictures = [{"type": "image_pil", "image_pil": p} for p in probe_pictures()]
+    messages = [{"role": "user", "content": [*pictures, {"type": "text", "text": "What are these?"}]}]
+
+    async def ids(kwargs: Mapping[str, Any]) -> tuple[int, ...] | None:
+        t0 = time.monotonic()
+        try:
+            rendered = await renderer.render(messages, processor_kwargs(kwargs, dicts))
+            log.debug("%s: %s rendered in %.2f s", renderer.spec.name, dict(kwargs), time.monotonic() - t0)
+        except Exception as exc:  # noqa: BLE001 - a value the processor or the model refuses: not a control
+            log.debug("%s: %s refused: %s", renderer.spec.name, dict(kwargs), exc)
+            return None
+        if len(rendered.prompt_token_ids) >= renderer.max_model_len:
+            return None
+        return tuple(rendered.prompt_token_ids)
+
+    base = await ids({})
+    controls: list[ControlSetting] = []
+    for name, value in found.items():
+        control = setting(name, value)
+        tries = [not value] if isinstance(value, bool) else [control.min, control.max]
+        got = [await ids({name: v}) for v in tries]
+        if not isinstance(value, bool) and None in got:  # the wide range breaks: try a narrower one
+            control = setting(name, value, max(1, value // 4), value * 2)
+            got = [await ids({name: v}) for v in (control.min, control.max)]
+        if base is not None and None not in got and any(g != base for g in got):
+            controls.append(control)
+    values = {c.kwarg: found[c.kwarg] for c in controls}
+    return Derived(tuple(controls), values, {k: d for k, d in dicts.items() if any(c.kwarg.startswith(f"{k}.")
+                                                                                   for c in controls)})
+
