@@ -40,7 +40,7 @@ RANGE = (4, 2)
 """A derived slider goes from the checkpoint's value divided by the first to the value times the second."""
 PIXEL_COUNT = (100_000, 64)
 """A value above the first is a pixel count (Qwen's 12845056-pixel ``size.longest_edge``): its slider starts at
-the value divided by the second, where it binds a 640x360 picture."""
+the value divided by the second, where it binds a 1280x720 picture."""
 SLIDER_STEPS = 1000
 """A wide slider moves in about this many steps."""
 
@@ -105,9 +105,9 @@ def setting(name: str, value: int | bool, low: int | None = None, high: int | No
 
 
 def probe_pictures() -> tuple[Image.Image, Image.Image]:
-    """A wide 640x360 picture and a small 64x48 one, with some structure: a limit binds one or the other."""
+    """A wide 1280x720 picture and a small 64x48 one, with some structure: a limit binds one or the other."""
     picture = Image.radial_gradient("L").convert("RGB")
-    return picture.resize((640, 360)), picture.resize((64, 48))
+    return picture.resize((1280, 720)), picture.resize((64, 48))
 
 
 async def derive(renderer: Any) -> Derived:

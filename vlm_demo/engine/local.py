@@ -810,6 +810,9 @@ class EngineManager:
         if spec.repo:  # a downloaded snapshot directory: keep the hub name in logs and the API
             kwargs["served_model_name"] = spec.repo
         try:
+            if kwargs.get("enable_chunked_prefill") is False and spec.engine_args.enable_chunked_prefill is None:
+                if AsyncEngineArgs(model=model, **kwargs).create_model_config().is_hybrid:
+                    kwargs = hybrid_on_cpu(kwargs)
             config = AsyncEngineArgs(model=model, **kwargs).create_engine_config()
         except Exception as exc:  # vLLM raises many kinds; the user needs the cause in one line
             raise EngineStartError(f"could not start {spec.name} ({model}): {_root_cause(exc)}") from exc
@@ -929,6 +932,16 @@ def serve_kwargs(found: Profile) -> dict[str, Any]:
     kwargs["mm_processor_kwargs"] = found.startup_mm_kwargs() or None
     kwargs.update(prefix_caching_kwargs(found.adapter))
     return start_kwargs(kwargs, found.adapter)
+
+
+def hybrid_on_cpu(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """A hybrid (Mamba, linear-attention or convolution layers) language model on CPU: vLLM 0.32 refuses one
+    with prefix caching and without chunked prefill ("Chunked prefill is required for mamba cache mode
+    'align'"), and this machine turns chunked prefill off (a seeded request whose prompt is split over engine
+    steps crashes the CPU engine core: "CPU Generator does not use offset"; the 'align' mode splits prompts at
+    its block boundaries even when a step could take them whole). Prefix caching goes off instead: whole
+    prompts, seeds that work, and each turn's prompt computed again."""
+    return {**kwargs, "enable_prefix_caching": False}
 
 
 def prefix_caching_kwargs(adapter: Adapter) -> dict[str, Any]:
