@@ -246,7 +246,8 @@ def test_the_cli_lists_controls_and_prints_no_python_warning(llava_next_dir):
     import re
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_STREAM"}  # (this process's own)
+        # as from a shell: without the logging set-up this process's engines left in its environment
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_LOGGING")}
         out = subprocess.run([sys.executable, "-m", "vlm_demo", *args], cwd=ROOT, capture_output=True, text=True,
                              timeout=300, env=env)
         assert out.returncode == 0, out.stderr[-2000:]
