@@ -222,16 +222,6 @@ class Renderer:
         adapter's, else the model's own (vLLM's ``get_placeholder_str``), else its HF processor's."""
         return placeholders(self.model_config, self.adapter, self.modalities)
 
-    @functools.cached_property
-    def processor_kwargs(self) -> frozenset[str] | None:
-        """The per-request kwargs the model's HF processor declares for its media (vLLM's
-        ``get_supported_mm_processor_kwargs``), or None where the processor does not say (vLLM's own)."""
-        try:
-            scopes = self._renderer.get_mm_processor().info.get_supported_mm_processor_kwargs()
-        except Exception:  # noqa: BLE001 - a processor of vLLM's own declares nothing
-            return None
-        return frozenset(k for scope, names in scopes.items() if scope != "text_kwargs" for k in names)
-
     async def derived_profile(self) -> Profile:
         """The model's profile with its controls: for an entry that offers none, those derived from its
         processor (``engine.controls``: checked by rendering, once a model)."""
