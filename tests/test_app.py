@@ -917,6 +917,7 @@ def test_the_page_shows_a_model_its_processors_controls(registry, settings):
         values = [200704 if k == "size.longest_edge" else None for k in controls.kwargs]
         chosen = controls.mm_kwargs(spec.name, values)
         assert chosen == {"size.longest_edge": 200704}
-        assert profile(spec).mm_processor_kwargs(chosen) == {"size": {"longest_edge": 200704, "shortest_edge": 3136}}
+        assert profile(spec).mm_processor_kwargs(chosen) == {  # the image processor's alone, the dict whole
+            "images_kwargs": {"size": {"longest_edge": 200704, "shortest_edge": 3136}}}
     finally:
         engines.shutdown_all()

@@ -30,7 +30,7 @@ CASES = [(name, i) for name, adapter in sorted(families.ADAPTERS.items()) for i 
 async def render(renderer, images, mm_kwargs=None, text="What is in this picture?"):
     spec = renderer.spec
     request = ChatRequest(model=spec.name, turns=(Turn("user", text, {"image": tuple(images)}),))
-    return await renderer.render(to_openai_messages(request), {**spec.default_mm_kwargs(), **(mm_kwargs or {})})
+    return await renderer.render(to_openai_messages(request), profile(spec).mm_processor_kwargs(mm_kwargs or {}))
 
 
 def image_counts(rendered) -> list[int]:
@@ -56,9 +56,35 @@ async def test_tiny_model_gives_the_real_checkpoints_count(renderer, family, cas
     (geometry,) = rendered.geometry["image"]
     assert geometry.orig_size == known.size
     if adapter.geometry_from_count is not None:  # the remote rule agrees with the processor's output
-        kwargs = {**renderer(TINY[family]).spec.default_mm_kwargs(), **known.mm_kwargs}
+        kwargs = rendered.mm_kwargs  # as sent
         assert adapter.geometry_from_count(known.count, image, kwargs) in (geometry, None)
         assert adapter.geometry_from_count(known.count + 1, image, kwargs) is None  # never a guess
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+async def test_qwen_pixel_bounds_use_the_processors_current_api(renderer, family):
+    """The Qwen controls keep their names (min_pixels, max_pixels) and go to the processor as its ``size``, which
+    transformers 5.19 takes without the FutureWarning it gives for the pixel kwargs (removed in 5.23); each image
+    gets what Qwen's smart_resize gives at the moved bounds, the other bound at the checkpoint's value."""
+    import warnings
+
+    from vlm_demo.families.qwen2_5_vl import resized
+
+    r = renderer(TINY[family])
+    factor = r.model_config.hf_config.vision_config.patch_size * r.model_config.hf_config.vision_config.spatial_merge_size
+    low = r.adapter.control("min_pixels").default
+    wide, tall = make_image(1280, 720, seed=1), make_image(300, 500, seed=2)
+    for kwargs in ({"max_pixels": 200704}, {"min_pixels": 401408, "max_pixels": 802816}):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rendered = await render(r, [wide, tall], kwargs)
+        if family != "qwen3_vl":  # vLLM 0.32's Qwen3-VL processing adds max_pixels beside size itself (its
+            # _complete_mm_processor_size_aliases) and hands both to the image processor: its own warning
+            assert not [w for w in caught if "min_pixels" in str(w.message)], [str(w.message) for w in caught]
+        assert "max_pixels" not in json.dumps(rendered.mm_kwargs), rendered.mm_kwargs  # what was sent
+        bounds = (kwargs.get("min_pixels", low), kwargs["max_pixels"])
+        expected = [(h // factor) * (w // factor) for w, h in (resized(*i.size, *bounds, factor) for i in (wide, tall))]
+        assert image_counts(rendered) == expected, (kwargs, rendered.mm_kwargs)
 
 
 @pytest.mark.parametrize("family", sorted(families.ADAPTERS))
@@ -231,6 +257,8 @@ async def test_a_model_without_controls_gets_its_processors(name, derived, entry
     ours = await service.inspect(request(spec.name, derived), start_engine=False)
     theirs = await service.inspect(request(name, entry_kwargs), start_engine=False)
     assert ours.prompt_token_ids == theirs.prompt_token_ids
+    if name == "tiny-qwen2.5-vl":  # a size key goes to the image processor alone, the dict whole (video keeps its own)
+        assert ours.mm_kwargs == {"images_kwargs": {"size": {"longest_edge": 200704, "shortest_edge": 3136}}}
     slider = next((c for c in found.controls if c.kind == "int"), None)
     if slider is not None:
         with pytest.raises(InputError, match=f"{slider.kwarg}={slider.max + 1} is outside"):

@@ -112,6 +112,26 @@ def test_download_fetches_only_what_vllm_needs(server, tiny_dir, settings):
     assert len(server.fetched(REPO)) == before
 
 
+async def test_a_remote_models_controls_come_from_its_hub_checkpoint_without_weights(server, tiny_dir, settings):
+    """A server that serves a Hub id (its /v1/models root) whose family the app reads as generic: the app fetches
+    that checkpoint's config, tokenizer, processor and template files, never its weights, and derives the
+    model's controls with vLLM's renderer built from them."""
+    from types import SimpleNamespace
+
+    from vlm_demo.engine import EngineManager
+    from vlm_demo.engine.controls import derive
+    from vlm_demo.registry import ModelSpec
+
+    path = hub.download(REPO, None, settings, weights=False)
+    assert snapshot_files(path) == expected_files(tiny_dir) - {"model.safetensors"}
+    assert "model.safetensors" not in server.fetched(REPO)
+    spec = ModelSpec(name="remote-generic", label="r", family="generic", endpoint="http://127.0.0.1:9",
+                     served_model_name="m")
+    remote = SimpleNamespace(root=REPO, url="http://127.0.0.1:9", max_model_len=4096)
+    reference = EngineManager(settings).reference_renderer(spec, remote)
+    assert {"size.longest_edge", "size.shortest_edge"} <= {c.kwarg for c in (await derive(reference)).controls}
+
+
 def test_unknown_repository_is_one_line(server, settings):
     with pytest.raises(EngineStartError) as err:
         hub.download("nobody/no-such-model", None, settings)
@@ -178,7 +198,7 @@ def test_the_page_sees_download_progress(server, settings):
 
 async def test_a_registry_entry_with_repo_downloads_then_renders(server, tiny_dir, settings, engines, tmp_path):
     """A ``repo:`` entry (random weights, like the tiny entries) is downloaded from the local Hub and
-    rendered by vLLM's renderer (no engine process)."""
+    rendered by vLLM's renderer (no engine process), which needs all its files but the weights."""
     text = f"""
 models:
   - name: hub-qwen2.5-vl
@@ -194,7 +214,7 @@ models:
     inspection = await service.inspect(request, start_engine=False)
     assert inspection.budget.media_tokens["image"] == 391  # 17 x 23 cells of 28 px, as the real checkpoint
     assert "<|image_pad|>" in inspection.prompt
-    assert set(server.fetched(REPO)) == expected_files(tiny_dir)
+    assert set(server.fetched(REPO)) == expected_files(tiny_dir) - {"model.safetensors"}
 
 
 def test_offline_the_cache_serves_what_was_fetched(server, tiny_dir, settings, monkeypatch):

@@ -56,7 +56,9 @@ def test_parses_typed_values():
     assert m1.engine_args.limit_mm_per_prompt == {"image": 2}
     assert m1.controls[0].kwarg == "max_pixels" and m1.controls[0].default == 50000
     assert m1.sampling.temperature == 0.2 and m1.sampling.top_p == 0.9
-    assert profile(m1).startup_mm_kwargs() == {"max_pixels": 100000}
+    # as transformers' current API takes it: each processor's whole size, its other edge at the checkpoint's
+    assert profile(m1).startup_mm_kwargs() == {"images_kwargs": {"size": {"longest_edge": 100000, "shortest_edge": 3136}},
+                                               "videos_kwargs": {"size": {"longest_edge": 100000, "shortest_edge": 100352}}}
     assert m1.default_mm_kwargs() == {"max_pixels": 50000}
     with pytest.raises(dataclasses.FrozenInstanceError):
         m1.label = "x"  # type: ignore[misc]
@@ -121,3 +123,22 @@ def test_a_kwarg_given_unscoped_and_scoped_goes_into_every_scope():
     nested = processor_kwargs({"max_pixels": 2, "min_pixels": 1, "videos_kwargs.max_pixels": 3})
     assert nested == {"min_pixels": 1, "videos_kwargs": {"max_pixels": 3}, "images_kwargs": {"max_pixels": 2}}
     assert flat_kwargs(nested) == {"min_pixels": 1, "videos_kwargs.max_pixels": 3, "images_kwargs.max_pixels": 2}
+
+
+def test_qwen_pixel_bounds_go_as_the_processors_size():
+    """transformers 5.19 deprecates Qwen's ``min_pixels`` / ``max_pixels`` call kwargs (FutureWarning, gone in
+    5.23): the controls keep those names, and a request sends each processor's ``size`` whole, the edge not moved
+    at that processor's checkpoint value (Qwen2.5-VL's video processor has its own bounds)."""
+    from vlm_demo.families.qwen2_5_vl import ADAPTER
+    from vlm_demo.registry import processor_kwargs
+
+    found = profile(parse(GOOD).get("m1"))
+    assert found.adapter is ADAPTER
+    assert found.mm_processor_kwargs({"min_pixels": 6272, "videos_kwargs.max_pixels": 200704}) == {
+        "images_kwargs": {"size": {"shortest_edge": 6272, "longest_edge": 50000}},
+        "videos_kwargs": {"size": {"shortest_edge": 6272, "longest_edge": 200704}}}
+    assert found.control_names({"size.longest_edge": 1, "videos_kwargs.size.shortest_edge": 2}) == {
+        "max_pixels": 1, "videos_kwargs.min_pixels": 2}
+    # a derived dict control (no alias, one checkpoint dict) goes unscoped, filled from it
+    assert processor_kwargs({"size.longest_edge": 5}, {"size": {"longest_edge": 9, "shortest_edge": 1}}) == {
+        "size": {"longest_edge": 5, "shortest_edge": 1}}

@@ -193,7 +193,7 @@ async def test_two_videos_in_one_message_are_refused(clip, registry, engines, se
 async def test_qwen_frames_have_their_own_pixel_bounds(clip, registry, engines, settings):
     """``videos_kwargs.max_pixels`` (a control scoped to video) resizes each frame and leaves the image alone: the
     image keeps its own ``max_pixels`` (a 1280x720 picture, which that bound resizes). It reaches vLLM as
-    ``{"videos_kwargs": {"max_pixels": ...}}`` with the unscoped ``max_pixels`` as ``images_kwargs`` (given both
+    ``{"videos_kwargs": {"size": ...}}`` with the unscoped ``max_pixels`` as ``images_kwargs`` (given both
     ways, transformers 5.19 applied neither to the image: 1196 tokens instead of 480, under the hash of 480), in
     the render and in Export."""
     service = ChatService(registry, engines, settings)
@@ -208,8 +208,9 @@ async def test_qwen_frames_have_their_own_pixel_bounds(clip, registry, engines, 
     assert image_a == image_b == 480 and video_b < video_a, counts  # 30 x 16 cells of 28 px at max_pixels 401408
     assert inspection.items["video"][0].processed_size[0] * inspection.items["video"][0].processed_size[1] <= 12544
     body = chat_completions_body(request, registry.get(model))
-    assert body["mm_processor_kwargs"] == {"images_kwargs": {"max_pixels": 401408},
-                                           "videos_kwargs": {"max_pixels": 12544}}
+    # as the processors' size (transformers 5.19 deprecates the pixel kwargs), each with its own other edge
+    assert body["mm_processor_kwargs"] == {"images_kwargs": {"size": {"shortest_edge": 3136, "longest_edge": 401408}},
+                                           "videos_kwargs": {"size": {"shortest_edge": 100352, "longest_edge": 12544}}}
 
 
 def test_cli_inspects_a_video():

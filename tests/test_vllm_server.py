@@ -165,6 +165,37 @@ async def test_an_auto_endpoint_entry_gets_its_checkpoints_family(server: Server
     assert a.prompt_token_ids == b.prompt_token_ids and a.items["image"][0].grid == b.items["image"][0].grid
 
 
+async def test_a_served_model_not_in_the_registry_gets_its_controls(server: Server, registry, engines, settings):
+    """A served name the registry does not know, with no --family: the checkpoint the server names (``root``, a
+    directory here) gives the family's controls, so ``max_pixels`` (refused before: "has no setting 'max_pixels';
+    its settings: none") renders on the server as in the local engine; read as generic, the same checkpoint gets
+    its processor's controls derived from its files (no engine here), and ``size.longest_edge`` renders the same
+    ids. A name neither offers is one line."""
+    if server.spec.name != "tiny-qwen2.5-vl":
+        pytest.skip("Qwen2.5-VL only")
+    from vlm_demo.errors import InputError
+
+    spec = server.spec
+    unknown = dataclasses.replace(registry.spec_for_endpoint(server.url, spec.name), name="unknown-qwen",
+                                  family="auto", controls=())
+    generic = dataclasses.replace(unknown, name="generic-qwen", family="generic")
+    service = ChatService(registry.with_model(unknown).with_model(generic), engines, settings)
+    assert [c.kwarg for c in (await service.controls(unknown.name)).controls][:2] == ["min_pixels", "max_pixels"]
+    derived = await service.controls(generic.name)
+    assert {"size.longest_edge", "size.shortest_edge"} <= {c.kwarg for c in derived.controls}
+
+    def request(model: str, kwargs) -> ChatRequest:
+        return ChatRequest(model=model, turns=(Turn("user", "Hi", {"image": (make_image(1280, 720),)}),),
+                           mm_kwargs=kwargs)
+    local = await service.inspect(request(spec.name, {"max_pixels": 200704}), start_engine=False)
+    by_family = await service.inspect(request(unknown.name, {"max_pixels": 200704}))
+    by_processor = await service.inspect(request(generic.name, {"size.longest_edge": 200704}))
+    assert by_family.prompt_token_ids == by_processor.prompt_token_ids == local.prompt_token_ids
+    assert local.items["image"][0].count == 252  # smart_resize(720, 1280) at max_pixels 200704: 336x588, 12x21 cells
+    with pytest.raises(InputError, match="has no setting 'max_patches'"):
+        await service.inspect(request(unknown.name, {"max_patches": 3}))
+
+
 async def test_internvl_kwargs_per_request_fail_on_an_unpatched_server(server: Server, registry, engines, settings):
     """vLLM 0.32's own server hands InternVL2.5's image kwargs to its video processor: the app says what the
     server answered in one line (the app's in-process engine has the workaround, and renders the same)."""

@@ -30,7 +30,7 @@ def _registry(settings: Settings) -> Registry:
 
 def controls_json(found: profile.Profile) -> list[dict[str, object]]:
     """A model's controls as JSON: name, kind, range and step (sliders), where each starts, and whence."""
-    source = "models.yaml" if found.spec.controls else "the model's processor"
+    source = found.controls_source
     return [{"kwarg": c.kwarg, "kind": c.kind, **({"min": c.min, "max": c.max, "step": c.step} if c.kind == "int" else {}),
              "initial": found.initial(c.kwarg), "sent_until_moved": c.default is not None, "from": source}
             for c in found.controls]
@@ -168,7 +168,6 @@ def _request(args: argparse.Namespace, settings: Settings):
         raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
     from .registry import flat_kwargs
 
-    mm_kwargs = flat_kwargs(mm_kwargs)
     from .fetch import is_url, load_image_url, load_video_url
 
     images = (*(asyncio.run(load_image_url(p, settings)) if is_url(p) else load_image(Path(p), settings)
@@ -179,6 +178,7 @@ def _request(args: argparse.Namespace, settings: Settings):
     video_io = {k: v for k, v in (("num_frames", args.num_frames), ("fps", args.fps)) if v is not None}
     media = {m: items for m, items in (("image", images), ("video", videos)) if items}
     spec = registry.get(model)
+    mm_kwargs = profile.profile(spec).control_names(flat_kwargs(mm_kwargs))  # size.longest_edge: max_pixels
     sampling = spec.sampling
     if getattr(args, "max_tokens", None):
         sampling = Sampling(**{**sampling.__dict__, "max_tokens": args.max_tokens})
@@ -387,7 +387,8 @@ def add_serve_args(parser: argparse.ArgumentParser) -> None:
 
 LIBRARY_MODULES = r"(transformers|vllm|torch|torchvision|gradio|gradio_client|huggingface_hub|cv2)(\..*)?$"
 """Modules whose warnings are theirs to fix, not a person's to read (transformers' deprecation of Qwen's
-``min_pixels``/``max_pixels`` call kwargs, which vLLM 0.32 passes to the processor whatever a request says)."""
+``min_pixels``/``max_pixels`` call kwargs, which vLLM 0.32's Qwen3-VL processing still passes beside the ``size``
+the app sends)."""
 
 
 def quiet_library_warnings() -> None:

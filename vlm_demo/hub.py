@@ -26,7 +26,7 @@ NOT_WEIGHTS = frozenset({"training_args.bin", "optimizer.bin", "scheduler.bin", 
 """``.bin`` files of a training run, not model weights (vLLM skips them too)."""
 
 
-def needed_files(files: Iterable[str]) -> list[str]:
+def needed_files(files: Iterable[str], weights: bool = True) -> list[str]:
     """The files of a repository (paths as the Hub lists them) that vLLM needs, in the given order.
 
     Only the top level counts: ``original/`` and other folders hold other formats of the same model, and
@@ -34,7 +34,7 @@ def needed_files(files: Iterable[str]) -> list[str]:
     chat template into a dict, which vLLM 0.32's renderer cannot use ("unhashable type: 'dict'"). Of the
     weights, one format: Hugging Face safetensors (with their index), else Mistral's
     ``consolidated*.safetensors``, else PyTorch ``*.bin`` (with their index); never ``.pth``, ``.gguf``,
-    ``.onnx``, ``.msgpack``, ``.h5`` and the like.
+    ``.onnx``, ``.msgpack``, ``.h5`` and the like. ``weights=False``: the other files only (a renderer's).
     """
     files = list(files)
     top = [f for f in files if "/" not in f]
@@ -42,10 +42,10 @@ def needed_files(files: Iterable[str]) -> list[str]:
     consolidated = [f for f in top if f.endswith(".safetensors") and f.startswith("consolidated")]
     bins = [f for f in top if f.endswith(".bin") and f not in NOT_WEIGHTS]
     if hf_safetensors or consolidated:
-        weights, other_index = hf_safetensors or consolidated, ".bin.index.json"
+        weight_files, other_index = hf_safetensors or consolidated, ".bin.index.json"
     else:
-        weights, other_index = bins, ".safetensors.index.json"
-    chosen = set(weights)
+        weight_files, other_index = bins, ".safetensors.index.json"
+    chosen = set(weight_files if weights else ())
     for f in top:
         if (f.endswith(METADATA_SUFFIXES) or f in METADATA_NAMES) and not f.endswith(other_index):
             chosen.add(f)
@@ -53,13 +53,14 @@ def needed_files(files: Iterable[str]) -> list[str]:
 
 
 def download(repo: str, revision: str | None, settings: Settings,
-             on_bytes: Callable[[int, int], None] | None = None) -> str:
+             on_bytes: Callable[[int, int], None] | None = None, weights: bool = True) -> str:
     """Fetch what vLLM needs of ``repo`` at ``revision`` (the default branch when None) into the Hugging
     Face cache and return the snapshot directory. Files fetched earlier are kept, so a second try after a
     failure fetches only what is still missing (huggingface_hub 2.4 drops a half-fetched file); a
     connection cut mid-file is resumed (an HTTP Range request) a few times within the same call before it
     counts as failed. ``on_bytes(done, total)`` hears the download's bytes as they are written (the page's
-    progress; called from huggingface_hub's worker threads)."""
+    progress; called from huggingface_hub's worker threads). ``weights=False``: all but the weights (what vLLM's
+    renderer needs)."""
     from huggingface_hub import HfApi, snapshot_download
 
     try:
@@ -69,7 +70,7 @@ def download(repo: str, revision: str | None, settings: Settings,
         files = _cached_files(repo, revision)
         if files is None:
             raise _one_line(repo, revision, exc) from None
-    patterns = [glob.escape(f) for f in needed_files(files)]
+    patterns = [glob.escape(f) for f in needed_files(files, weights)]
     bars, made = _byte_bars(on_bytes)
     try:
         return snapshot_download(repo, revision=revision, allow_patterns=patterns,

@@ -19,7 +19,7 @@ from typing import Any
 from . import families
 from .families import AUTO, Adapter
 from .families.grounding import Grounding
-from .registry import ControlSetting, ModelSpec, processor_kwargs
+from .registry import SCOPES, ControlSetting, ModelSpec, image_scoped, processor_kwargs
 
 
 @dataclass(frozen=True)
@@ -39,17 +39,35 @@ class Profile:
     """The checkpoint's own value of each derived control."""
     dicts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     """The checkpoint's dict kwargs of derived controls (``size``), sent whole."""
+    scoped: frozenset[str] = frozenset()
+    """Derived controls sent as the image processor's alone (``images_kwargs``)."""
 
     @property
     def controls(self) -> tuple[ControlSetting, ...]:
-        """The per-request processor settings the model offers: the entry's, else those derived from its
-        processor (none until derived)."""
-        return self.spec.controls or self.derived or ()
+        """The per-request processor settings the model offers: the entry's, else its family adapter's (the
+        names people know, the adapter's ranges and order), else those derived from its processor (none until
+        derived)."""
+        return self.spec.controls or self.family_controls or self.derived or ()
+
+    @property
+    def controls_source(self) -> str:
+        """Where ``controls`` come from, in words."""
+        if self.spec.controls:
+            return "models.yaml"
+        return f"the {self.adapter.title} adapter" if self.adapter.controls else "the model's processor"
+
+    @property
+    def family_controls(self) -> tuple[ControlSetting, ...]:
+        """The family adapter's controls as the page shows them, without defaults: nothing is sent until moved,
+        so the checkpoint's own processor config applies (the slider starts at the checkpoint's value)."""
+        return tuple(ControlSetting(kwarg=c.kwarg, label=c.label or c.kwarg) if c.kind == "bool" else
+                     ControlSetting(kwarg=c.kwarg, label=c.label or c.kwarg, min=c.min, max=c.max, step=c.step)
+                     for c in self.adapter.controls)
 
     @property
     def controls_known(self) -> bool:
         """Whether ``controls`` is all the model offers (else its processor's are still to be derived)."""
-        return bool(self.spec.controls) or self.derived is not None or self.spec.remote
+        return bool(self.spec.controls) or bool(self.adapter.controls) or self.derived is not None
 
     def control(self, kwarg: str) -> ControlSetting | None:
         """The control for ``kwarg``, if the model offers it."""
@@ -60,8 +78,41 @@ class Profile:
         return self.spec.default_mm_kwargs()
 
     def mm_processor_kwargs(self, chosen: Mapping[str, Any]) -> dict[str, Any]:
-        """What a request sends as vLLM's ``mm_processor_kwargs``: the defaults with ``chosen`` over them."""
-        return processor_kwargs({**self.default_mm_kwargs(), **chosen}, self.dicts)
+        """What a request sends as vLLM's ``mm_processor_kwargs``: the defaults with ``chosen`` over them, in the
+        form the processor's current API takes (``registry.processor_kwargs``)."""
+        return self._sent({**self.default_mm_kwargs(), **chosen})
+
+    def _sent(self, flat: Mapping[str, Any]) -> dict[str, Any]:
+        scoped = self.scoped if self.controls is self.derived else frozenset()
+        flat = {**{k: v for k, v in flat.items() if k not in scoped},
+                **image_scoped({k: v for k, v in flat.items() if k in scoped})}
+        return processor_kwargs(flat, self.checkpoint_dicts, self.adapter.aliases)
+
+    @property
+    def checkpoint_dicts(self) -> dict[str, dict[str, Any]]:
+        """The checkpoint's dict kwargs a control sends one key of (``size``; ``videos_kwargs.size`` where the
+        video processor's differs): derived from the processor, or the adapter's controls' defaults under their
+        aliases (Qwen's ``max_pixels`` default is ``size.longest_edge``)."""
+        found: dict[str, dict[str, Any]] = {}
+        for control in self.adapter.controls:
+            scope, dot, name = control.kwarg.rpartition(".")
+            head, dot, key = self.adapter.aliases.get(name, "").partition(".")
+            if dot and control.default is not None:
+                found.setdefault(f"{scope}.{head}" if scope else head, {})[key] = control.default
+        return {**found, **{k: dict(v) for k, v in self.dicts.items()}}
+
+    def control_names(self, flat: Mapping[str, Any]) -> dict[str, Any]:
+        """``flat`` (a request's kwargs, dotted) under the names the controls go by: an alias's target given
+        (``size.longest_edge`` for Qwen) is its control (``max_pixels``)."""
+        names = {target: name for name, target in self.adapter.aliases.items()}
+        out = {}
+        for key, value in flat.items():
+            scope, dot, name = key.partition(".")
+            if dot and scope in SCOPES:
+                out[f"{scope}.{names.get(name, name)}"] = value
+            else:
+                out[names.get(key, key)] = value
+        return out
 
     @property
     def grounding(self) -> Grounding | None:
@@ -84,13 +135,13 @@ class Profile:
             return bool(offered.default)
         return min(max(int(offered.default), setting.min or 0), setting.max or 0)
 
-    def startup_mm_kwargs(self) -> dict[str, int | bool]:
+    def startup_mm_kwargs(self) -> dict[str, Any]:
         """Kwargs the engine starts with: cache-sizing controls the entry sets at their largest value (a checkbox
         that sizes the cache: on), so every value works per request. A control without a default leaves the
         checkpoint's processor config in charge, its cache sizing too."""
         sizing = self.adapter.cache_sizing_kwargs
-        return {c.kwarg: (True if c.kind == "bool" else c.max) for c in self.spec.controls
-                if c.kwarg in sizing and c.default is not None}
+        return self._sent({c.kwarg: (True if c.kind == "bool" else c.max) for c in self.spec.controls
+                           if c.kwarg in sizing and c.default is not None})
 
 
 _known: dict[str, Profile] = {}
@@ -111,7 +162,8 @@ def profile(spec: ModelSpec, model_dir: str | Path | None = None) -> Profile:
         adapter = families.GENERIC if spec.family == families.GENERIC.name else families.ADAPTERS[spec.family]
     found = Profile(spec, adapter, model_type)
     if known is not None and known.spec == spec and known.adapter is adapter:  # what was derived stays
-        found = replace(found, derived=known.derived, checkpoint_values=known.checkpoint_values, dicts=known.dicts)
+        found = replace(found, derived=known.derived, checkpoint_values=known.checkpoint_values, dicts=known.dicts,
+                        scoped=known.scoped)
     if spec.family != AUTO or model_type is not None:  # an auto entry not read yet: ask again later
         with _lock:
             _known[spec.name] = found
@@ -119,9 +171,9 @@ def profile(spec: ModelSpec, model_dir: str | Path | None = None) -> Profile:
 
 
 def remember_derived(spec: ModelSpec, controls: tuple[ControlSetting, ...], values: Mapping[str, int | bool],
-                     dicts: Mapping[str, Mapping[str, int]]) -> Profile:
+                     dicts: Mapping[str, Mapping[str, int]], scoped: frozenset[str] = frozenset()) -> Profile:
     """Keep the controls derived from ``spec``'s processor in its profile (the engine layer derives them)."""
-    found = replace(profile(spec), derived=controls, checkpoint_values=dict(values), dicts=dict(dicts))
+    found = replace(profile(spec), derived=controls, checkpoint_values=dict(values), dicts=dict(dicts), scoped=scoped)
     with _lock:
         _known[spec.name] = found
     return found

@@ -339,11 +339,7 @@ class ChatService:
     async def controls(self, name: str) -> profile.Profile:
         """The model's profile with its controls known: for an entry that offers none, its processor's
         (derived with vLLM's renderer of the model; no engine starts)."""
-        spec = self.registry.get(name)
-        found = profile.profile(spec)
-        if found.controls_known:
-            return found
-        return await (await self.engines.renderer(spec)).derived_profile()  # type: ignore[union-attr]
+        return await self.engines.derived_profile(self.registry.get(name))
 
     def derive_controls(self) -> None:
         """Derive the controls of every registry model whose entry offers none (the page shows each model's
@@ -402,8 +398,8 @@ class ChatService:
                     "images go in as "
                     "attachments and the chat template adds its own markers, so remove it from the text")
         found = profile.profile(spec)
-        if not found.controls_known:  # an entry without controls: its processor's, derived with the renderer
-            found = await engine.derived_profile()  # type: ignore[union-attr]
+        if not found.controls_known:  # an entry and family without controls: its processor's, derived once
+            found = await self.engines.derived_profile(spec)
             check_mm_kwargs(found, request.mm_kwargs)
         rendered = await engine.render(to_openai_messages(request), found.mm_processor_kwargs(request.mm_kwargs),
                                        sent_media_io(request, spec, self.settings))

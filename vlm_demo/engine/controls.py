@@ -19,7 +19,7 @@ from typing import Any
 
 from PIL import Image
 
-from ..registry import ControlSetting, processor_kwargs
+from ..registry import ControlSetting, image_scoped, processor_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,8 @@ class Derived:
     dicts: Mapping[str, Mapping[str, int]]
     """The checkpoint's dict kwargs (``size``): a control of one key sends the whole dict, the others at the
     checkpoint's values (Qwen's image processor needs both of ``size``'s edges)."""
+    scoped: frozenset[str] = frozenset()
+    """Controls sent as the image processor's alone (``images_kwargs``), where the model takes them so."""
 
 
 def candidates(image_processor: Any, names: set[str]) -> dict[str, int | bool]:
@@ -127,10 +129,11 @@ async def derive(renderer: Any) -> Derived:
     pictures = [{"type": "image_pil", "image_pil": p} for p in probe_pictures()]
     messages = [{"role": "user", "content": [*pictures, {"type": "text", "text": "What are these?"}]}]
 
-    async def ids(kwargs: Mapping[str, Any]) -> tuple[int, ...] | None:
+    async def ids(kwargs: Mapping[str, Any], scoped: bool = False) -> tuple[int, ...] | None:
         t0 = time.monotonic()
         try:
-            rendered = await renderer.render(messages, processor_kwargs(kwargs, dicts))
+            rendered = await renderer.render(messages, processor_kwargs(image_scoped(kwargs) if scoped else kwargs,
+                                                                        dicts))
             log.debug("%s: %s rendered in %.2f s", renderer.spec.name, dict(kwargs), time.monotonic() - t0)
         except Exception as exc:  # noqa: BLE001 - a value the processor or the model refuses: not a control
             log.debug("%s: %s refused: %s", renderer.spec.name, dict(kwargs), exc)
@@ -141,16 +144,25 @@ async def derive(renderer: Any) -> Derived:
 
     base = await ids({})
     controls: list[ControlSetting] = []
+    scoped: set[str] = set()
     for name, value in found.items():
         control = setting(name, value)
         tries = [not value] if isinstance(value, bool) else [control.min, control.max]
-        got = [await ids({name: v}) for v in tries]
-        if not isinstance(value, bool) and None in got:  # the wide range breaks: try a narrower one
-            control = setting(name, value, max(1, value // 4), value * 2)
-            got = [await ids({name: v}) for v in (control.min, control.max)]
-        if base is not None and None not in got and any(g != base for g in got):
-            controls.append(control)
+        # a dict's key goes to the image processor alone where the model takes it so (its video processor keeps
+        # its own dict, and a server's start-up kwargs of either form do not override it), else as it is
+        for in_scope in ((True, False) if "." in name else (False,)):
+            got = [await ids({name: v}, in_scope) for v in tries]
+            if not isinstance(value, bool) and None in got:  # the wide range breaks: try a narrower one
+                control = setting(name, value, max(1, value // 4), value * 2)
+                got = [await ids({name: v}, in_scope) for v in (control.min, control.max)]
+            if base is not None and None not in got and any(g != base for g in got):
+                controls.append(control)
+                if in_scope:
+                    scoped.add(name)
+                break
+            control = setting(name, value)
     values = {c.kwarg: found[c.kwarg] for c in controls}
     return Derived(tuple(controls), values, {k: d for k, d in dicts.items() if any(c.kwarg.startswith(f"{k}.")
-                                                                                   for c in controls)})
+                                                                                   for c in controls)},
+                   frozenset(scoped))
 

@@ -27,10 +27,10 @@ import psutil
 from PIL import Image
 
 from .. import families
-from ..errors import EngineBusyError, EngineDiedError, EngineStartError, InputError
+from ..errors import EngineBusyError, EngineDiedError, EngineStartError, InputError, VlmDemoError
 from ..families import Adapter, ItemGeometry, no_geometry
 from ..profile import Profile, profile, remember_derived
-from ..registry import ModelSpec, Sampling
+from ..registry import EngineArgs, ModelSpec, Sampling
 from ..settings import RENDERERS_KEPT, Settings
 from ..tiny_models import tiny_model_dir
 from .reasoning import ReasoningSplit, reasoning_parser_class
@@ -231,7 +231,7 @@ class Renderer:
         from .controls import derive
 
         derived = await derive(self)
-        return remember_derived(self.spec, derived.controls, derived.values, derived.dicts)
+        return remember_derived(self.spec, derived.controls, derived.values, derived.dicts, derived.scoped)
 
     @functools.cached_property
     def modalities(self) -> tuple[str, ...]:
@@ -787,13 +787,14 @@ class EngineManager:
         while self._remote:
             self._remote.popitem()[1].shutdown()
 
-    def _config(self, spec: ModelSpec, report: Any = None) -> tuple[Adapter, Any]:
+    def _config(self, spec: ModelSpec, report: Any = None, weights: bool = True) -> tuple[Adapter, Any]:
         """The model's family adapter and vLLM config (what the engine and its renderer are built from);
-        ``report(phase, **bytes)`` hears where it stands (an engine's start)."""
+        ``report(phase, **bytes)`` hears where it stands (an engine's start); ``weights=False``: a renderer's, for
+        which a Hub checkpoint's weights are not fetched."""
         report = report or (lambda phase, **fields: None)
         from vllm.engine.arg_utils import AsyncEngineArgs
 
-        model = self.model_path(spec, report)
+        model = self.model_path(spec, report, weights)
         report("reading the model's configuration")
         adapter = resolve_adapter(spec, model)
         kwargs = self.engine_kwargs(spec, model)
@@ -812,12 +813,54 @@ class EngineManager:
                                    "model that takes images")
         return adapter, config
 
+    async def derived_profile(self, spec: ModelSpec) -> Profile:
+        """``spec``'s profile with its controls known: for an entry and family that offer none, those derived
+        from the model's processor (``engine.controls``, once). A remote model's come from the checkpoint its
+        server says it serves (``/v1/models`` ``root``): a directory here, or a Hub id whose config, tokenizer and
+        processor files are fetched (no weights); where that cannot be had, none, and what the person types
+        goes to the server as it is."""
+        found = profile(spec)
+        if found.controls_known:
+            return found
+        if not spec.remote:
+            return await (await self.renderer(spec)).derived_profile()  # type: ignore[union-attr]
+        remote = await self.get(spec)  # connected: its root names the checkpoint (an auto entry's family too)
+        found = profile(spec)
+        if found.controls_known:
+            return found
+        from .controls import derive
+
+        try:
+            reference = await asyncio.to_thread(self.reference_renderer, spec, remote)
+            derived = await derive(reference)
+        except VlmDemoError as exc:
+            log.warning("%s: no controls derived (%s); per-request settings go to the server as typed", spec.name,
+                        exc)
+            return remember_derived(spec, (), {}, {})
+        return remember_derived(spec, derived.controls, derived.values, derived.dicts, derived.scoped)
+
+    def reference_renderer(self, spec: ModelSpec, remote: RemoteEngine) -> Renderer:
+        """vLLM's renderer of the checkpoint ``remote`` serves, built here from its files (no engine, no weights):
+        a directory on this machine, else a Hub id's config, tokenizer and processor files."""
+        from .. import hub
+
+        if not remote.root:
+            raise EngineStartError(f"{remote.url} does not say which checkpoint it serves (/v1/models root)")
+        where = remote.root if Path(remote.root).is_dir() else hub.download(remote.root, None, self.settings,
+                                                                            weights=False)
+        local = ModelSpec(name=f"{spec.name}-reference", label=f"{remote.root} (reference)",
+                          family=families.GENERIC.name, path=where, engine_args=EngineArgs(
+                              max_model_len=remote.max_model_len or None, load_format="dummy",
+                              limit_mm_per_prompt=dict(spec.engine_args.limit_mm_per_prompt),
+                              trust_remote_code=spec.engine_args.trust_remote_code))
+        return self.start_renderer(local)
+
     def start_renderer(self, spec: ModelSpec) -> Renderer:
         """vLLM's renderer for ``spec`` without an engine: rendering and expansion only (no process,
         no weights; for work that needs nothing else, such as ``inspect`` on the command line)."""
         from vllm.renderers import renderer_from_config
 
-        adapter, config = self._config(spec)
+        adapter, config = self._config(spec, weights=False)
         renderer = renderer_from_config(config)
         apply_workarounds(renderer, config.model_config)
         return Renderer(spec, renderer, config.model_config, adapter)
@@ -892,10 +935,10 @@ class EngineManager:
                 kwargs["enable_chunked_prefill"] = False
         return kwargs
 
-    def model_path(self, spec: ModelSpec, report: Any = None) -> str:
+    def model_path(self, spec: ModelSpec, report: Any = None, weights: bool = True) -> str:
         """What vLLM loads for ``spec``: a freshly built tiny model, a local directory, or a hub
-        checkpoint downloaded first with huggingface_hub; ``report(phase, bytes_done=, bytes_total=)`` hears
-        where that stands (the page's progress)."""
+        checkpoint downloaded first with huggingface_hub (``weights=False``: all but its weights, a renderer's
+        need); ``report(phase, bytes_done=, bytes_total=)`` hears where that stands (the page's progress)."""
         report = report or (lambda phase, **fields: None)
         if spec.tiny:
             report("building the tiny model's files")
@@ -910,7 +953,7 @@ class EngineManager:
         report(f"downloading {spec.repo}")
         return hub.download(spec.repo, spec.engine_args.revision, self.settings,
                             on_bytes=lambda done, total: report(f"downloading {spec.repo}", bytes_done=done,
-                                                                bytes_total=total))
+                                                                bytes_total=total), weights=weights)
 
 
 def serve_kwargs(found: Profile) -> dict[str, Any]:

@@ -56,6 +56,9 @@ class RemoteEngine:
         self.child_pids: frozenset[int] = frozenset()
         self.max_model_len = 0
         """The server's context window (from ``/v1/models``), known after ``connect``."""
+        self.root: str | None = None
+        """The checkpoint the server says it serves (``/v1/models`` ``root``: a directory or a Hub id), after
+        ``connect``."""
         self.special_tokens: tuple[str, ...] = ()
         """Strings the server's tokenizer turns into special tokens (from ``/tokenizer_info``)."""
         self.content_format = "unknown"
@@ -180,8 +183,9 @@ class RemoteEngine:
         if self.max_model_len <= 0:
             raise RemoteError(f"{self.url}/v1/models gives no max_model_len for {self.served_model_name!r} "
                               "(the app needs a vLLM server)")
-        if self.spec.family == AUTO and isinstance(entry.get("root"), str):  # the checkpoint it serves, if here
-            self.adapter = profile(self.spec, entry["root"]).adapter
+        self.root = entry.get("root") if isinstance(entry.get("root"), str) else None
+        if self.spec.family == AUTO and self.root:  # the checkpoint it serves, if here
+            self.adapter = profile(self.spec, self.root).adapter
         family = self.adapter
         info = await self._call("GET", "/tokenizer_info", not_offered=NOT_OFFERED)
         if info is not None:

@@ -56,6 +56,10 @@ class Control:
     """The value sizes the engine's encoder cache: the engine starts with the registry's largest."""
     default: int | bool | None = None
     """The real checkpoint's own value (its processor config), where the page starts the control."""
+    label: str = ""
+    """Text beside the control (the kwarg's name where empty), for an entry that lists no controls."""
+    step: int = 1
+    """Slider step (int controls)."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,11 @@ class Adapter:
     """Text standing for one image in the chat template's output, before expansion (None: asked of vLLM)."""
     controls: tuple[Control, ...] = ()
     """Per-request processor kwargs the family offers; registry controls must be among them."""
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """Control names people know -> the kwarg the processor's current API takes for them, sent instead
+    (Qwen's ``max_pixels`` -> ``size.longest_edge``: transformers 5.19 deprecates the pixel kwargs). A dotted
+    target is a key of a dict kwarg, sent whole (the other keys at the checkpoint's values: the controls'
+    defaults)."""
     center_crop: bool = False
     """The processor center-crops to a square (the picture shows the crop)."""
     range_markers: tuple[str, str] = ("", "")

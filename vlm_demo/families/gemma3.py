@@ -190,9 +190,9 @@ ADAPTER = Adapter(
     # pan-and-scan: over the whole "Here is the original image ..." text), and those newlines merge with
     # the text's own ("\n\n\n"), so the ids alone do not give the ranges.
     ranges_from_ids=False,
-    controls=(Control("do_pan_and_scan", kind="bool", sizes_cache=True, default=False),
-              Control("pan_and_scan_max_num_crops", min=1, max=8, sizes_cache=True, default=4),
-              Control("pan_and_scan_min_crop_size", min=32, max=SIZE, default=256)),
+    controls=(Control("do_pan_and_scan", label="pan-and-scan (extra 896 px crops, 256 tokens each)", kind="bool", sizes_cache=True, default=False),
+              Control("pan_and_scan_max_num_crops", label="pan_and_scan_max_num_crops", min=1, max=8, sizes_cache=True, default=4),
+              Control("pan_and_scan_min_crop_size", label="pan_and_scan_min_crop_size (px)", min=32, max=SIZE, default=256)),
     geometry=geometry, geometry_from_count=geometry_from_count, unexpand=unexpand, build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 256, "pan-and-scan off (the checkpoint's default): one 896x896 view = "

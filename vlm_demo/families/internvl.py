@@ -235,8 +235,8 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
 ADAPTER = Adapter(
     name="internvl", title="InternVL2.5", model_types=("internvl_chat",), image_token="<IMG_CONTEXT>",
     placeholder="<image>", range_markers=("<img>", "</img>"),
-    controls=(Control("min_dynamic_patch", min=1, max=40, default=1),
-              Control("max_dynamic_patch", min=1, max=40, sizes_cache=True, default=12)),
+    controls=(Control("min_dynamic_patch", label="min_dynamic_patch (448 px tiles)", min=1, max=40, default=1),
+              Control("max_dynamic_patch", label="max_dynamic_patch (448 px tiles)", min=1, max=40, sizes_cache=True, default=12)),
     grounding=grounding.INTERNVL, geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 "

@@ -172,9 +172,9 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
 ADAPTER = Adapter(
     name="internvl_hf", title="InternVL (HF format)", model_types=("internvl",), image_token="<IMG_CONTEXT>",
     placeholder="<IMG_CONTEXT>", range_markers=("<img>", "</img>"),
-    controls=(Control("min_patches", min=1, max=MAX_PATCHES, default=1),
-              Control("max_patches", min=1, max=MAX_PATCHES, sizes_cache=True, default=12),
-              Control("crop_to_patches", kind="bool", sizes_cache=True, default=True)),
+    controls=(Control("min_patches", label="min_patches (448 px tiles)", min=1, max=MAX_PATCHES, default=1),
+              Control("max_patches", label="max_patches (448 px tiles)", min=1, max=MAX_PATCHES, sizes_cache=True, default=12),
+              Control("crop_to_patches", label="crop_to_patches (tiles + thumbnail)", kind="bool", sizes_cache=True, default=True)),
     grounding=grounding.INTERNVL, geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 (GotOcr2 tiling with "

@@ -229,7 +229,7 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
 
 ADAPTER = Adapter(
     name="ovis", title="Ovis2", model_types=("ovis",), image_token="<|image_pad|>", placeholder="<image>",
-    ranges_from_ids=False, controls=(Control("max_partition", min=1, max=16, sizes_cache=True, default=9),),
+    ranges_from_ids=False, controls=(Control("max_partition", label="max_partition (448 px partitions)", min=1, max=16, sizes_cache=True, default=9),),
     geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
     known_counts=(
         KnownCount((640, 480), 1286, "max_partition 9: 2x2 partitions + the whole image = 5 atoms x 255 pads + 11 "

@@ -129,14 +129,20 @@ def resized(width: int, height: int, min_pixels: int, max_pixels: int, factor: i
     return w_bar, h_bar
 
 
+SIZE_ALIASES = {"min_pixels": "size.shortest_edge", "max_pixels": "size.longest_edge"}
+"""The Qwen-VL processors' pixel bounds as transformers 5.19 wants them (``min_pixels`` / ``max_pixels`` call
+kwargs are deprecated, to go in 5.23); the controls keep the names people know."""
+
+
 def count_rule(min_pixels: int, max_pixels: int, factor: int) -> CountGeometryFn:
     """The remote geometry of a Qwen-VL family: its resize rule with the request's bounds, resolved as
     vLLM does (the checkpoint's ``size``, then the request's ``size``, then ``min_pixels`` /
     ``max_pixels``); shown only when it gives the server's count."""
     def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, Any]) -> ItemGeometry | None:
-        size = {"shortest_edge": min_pixels, "longest_edge": max_pixels, **(mm_kwargs.get("size") or {})}
-        w, h = resized(*image.size, mm_kwargs.get("min_pixels", size["shortest_edge"]),
-                       mm_kwargs.get("max_pixels", size["longest_edge"]), factor)
+        kwargs = {**mm_kwargs, **(mm_kwargs.get("images_kwargs") or {})}  # the images' own scope wins
+        size = {"shortest_edge": min_pixels, "longest_edge": max_pixels, **(kwargs.get("size") or {})}
+        w, h = resized(*image.size, kwargs.get("min_pixels", size["shortest_edge"]),
+                       kwargs.get("max_pixels", size["longest_edge"]), factor)
         if (h // factor) * (w // factor) != count:
             return None
         return ItemGeometry(image.size, (w, h), (h // factor, w // factor), None)
@@ -145,12 +151,16 @@ def count_rule(min_pixels: int, max_pixels: int, factor: int) -> CountGeometryFn
 
 ADAPTER = Adapter(
     name="qwen2_5_vl", title="Qwen2.5-VL", model_types=("qwen2_5_vl",), image_token="<|image_pad|>",
-    placeholder="<|vision_start|><|image_pad|><|vision_end|>",
-    controls=(Control("min_pixels", min=784, max=MAX_PIXELS, default=MIN_PIXELS),
-              Control("max_pixels", min=784, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS),
+    placeholder="<|vision_start|><|image_pad|><|vision_end|>", aliases=SIZE_ALIASES,
+    controls=(Control("min_pixels", label="min_pixels (28x28 px per token)",
+                      step=784, min=784, max=MAX_PIXELS, default=MIN_PIXELS),
+              Control("max_pixels", label="max_pixels (28x28 px per token)",
+                      step=784, min=784, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS),
               # per video frame only (the unscoped pair above applies to images and frames alike)
-              Control("videos_kwargs.min_pixels", min=784, max=MAX_PIXELS, default=VIDEO_MIN_PIXELS),
-              Control("videos_kwargs.max_pixels", min=784, max=MAX_PIXELS, default=VIDEO_MAX_PIXELS)),
+              Control("videos_kwargs.min_pixels", label="video frames: min_pixels (28x28 px per token)",
+                      step=784, min=784, max=MAX_PIXELS, default=VIDEO_MIN_PIXELS),
+              Control("videos_kwargs.max_pixels", label="video frames: max_pixels (28x28 px per token)",
+                      step=784, min=784, max=MAX_PIXELS, default=VIDEO_MAX_PIXELS)),
     grounding=grounding.QWEN2_5_VL, geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, 28),
     build_tiny=build,
     known_counts=(

@@ -13,7 +13,7 @@ from transformers import Qwen2VLConfig, Qwen2VLImageProcessor, Qwen2VLProcessor,
 
 from . import grounding
 from .base import Adapter, Control, KnownCount
-from .qwen2_5_vl import CHAT_TEMPLATE, count_rule, geometry, video_geometry
+from .qwen2_5_vl import CHAT_TEMPLATE, SIZE_ALIASES, count_rule, geometry, video_geometry
 from ..tiny_models.common import (
     LM_HEADS,
     LM_HIDDEN,
@@ -75,9 +75,16 @@ def build(out: Path) -> None:
 
 ADAPTER = Adapter(
     name="qwen2_vl", title="Qwen2-VL", model_types=("qwen2_vl",), image_token="<|image_pad|>",
-    placeholder="<|vision_start|><|image_pad|><|vision_end|>",
-    controls=(Control("min_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, default=3136),
-              Control("max_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
+    placeholder="<|vision_start|><|image_pad|><|vision_end|>", aliases=SIZE_ALIASES,
+    controls=(Control("min_pixels", label="min_pixels (28x28 px per token)",
+                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=3136),
+              Control("max_pixels", label="max_pixels (28x28 px per token)",
+                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS),
+              # per video frame only: the checkpoint's video processor takes preprocessor_config.json's bounds
+              Control("videos_kwargs.min_pixels", label="video frames: min_pixels (28x28 px per token)",
+                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=MIN_PIXELS),
+              Control("videos_kwargs.max_pixels", label="video frames: max_pixels (28x28 px per token)",
+                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=MAX_PIXELS)),
     grounding=grounding.QWEN2_VL, geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR),
     build_tiny=build,
     known_counts=(

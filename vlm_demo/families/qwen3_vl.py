@@ -17,7 +17,7 @@ from transformers import Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor,
 
 from . import grounding
 from .base import Adapter, Control, KnownCount
-from .qwen2_5_vl import count_rule, geometry, video_geometry
+from .qwen2_5_vl import SIZE_ALIASES, count_rule, geometry, video_geometry
 from ..tiny_models.common import (
     LM_HEADS,
     LM_HIDDEN,
@@ -219,9 +219,16 @@ def build(out: Path) -> None:
 
 ADAPTER = Adapter(
     name="qwen3_vl", title="Qwen3-VL", model_types=("qwen3_vl",), image_token="<|image_pad|>",
-    placeholder="<|vision_start|><|image_pad|><|vision_end|>",
-    controls=(Control("min_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, default=65536),
-              Control("max_pixels", min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS)),
+    placeholder="<|vision_start|><|image_pad|><|vision_end|>", aliases=SIZE_ALIASES,
+    controls=(Control("min_pixels", label="min_pixels (32x32 px per token)",
+                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=65536),
+              Control("max_pixels", label="max_pixels (32x32 px per token)",
+                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS),
+              # per video frame only (video_preprocessor_config.json's own bounds)
+              Control("videos_kwargs.min_pixels", label="video frames: min_pixels (32x32 px per token)",
+                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=VIDEO_MAX_PIXELS, default=VIDEO_MIN_PIXELS),
+              Control("videos_kwargs.max_pixels", label="video frames: max_pixels (32x32 px per token)",
+                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=VIDEO_MAX_PIXELS, default=VIDEO_MAX_PIXELS)),
     grounding=grounding.QWEN3_VL, geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR),
     build_tiny=build,
     known_counts=(

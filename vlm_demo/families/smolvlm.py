@@ -208,7 +208,7 @@ def build(out: Path) -> None:
 ADAPTER = Adapter(
     name="smolvlm", title="SmolVLM2 / Idefics3", model_types=("smolvlm", "idefics3"), image_token="<image>",
     placeholder="<image>",
-    controls=(Control("do_image_splitting", kind="bool", default=True),),
+    controls=(Control("do_image_splitting", label="do_image_splitting (384 px tiles + global view)", kind="bool", default=True),),
     ranges_from_ids=False,  # an image's range holds one <image> run per tile, with row tokens between
     geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
     known_counts=(
