@@ -35,8 +35,15 @@ from pathlib import Path
 from tokenizers import processors
 from transformers import GemmaConfig, PaliGemmaConfig, PaliGemmaProcessor, SiglipImageProcessor, SiglipVisionConfig
 
-from vlm_demo.tiny_models.common import (LM_HEADS, LM_HIDDEN, LM_INTERMEDIATE, LM_KV_HEADS, build_tokenizer, token_id,
-                                      write_json)
+from vlm_demo.tiny_models.common import (
+    LM_HEADS,
+    LM_HIDDEN,
+    LM_INTERMEDIATE,
+    LM_KV_HEADS,
+    build_tokenizer,
+    token_id,
+    write_json,
+)
 
 SIZE, PATCH, TOKENS = 224, 14, 256
 
