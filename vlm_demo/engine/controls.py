@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 NOT_CONTROLS = frozenset({
     # architecture constants: another value breaks the vision encoder
     "patch_size", "temporal_patch_size", "merge_size", "spatial_merge_size", "image_seq_length",
+    "encoder_patch_size", "downsample_factor",  # LFM2-VL's patch size and its projector's pixel-unshuffle factor
     # pixel values only (normalisation, format): the same tokens
     "do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std", "do_convert_rgb", "resample",
     "return_tensors", "data_format", "input_data_format", "device", "disable_grouping", "return_metadata",
