@@ -238,25 +238,51 @@ async def test_derived_controls_render_as_vllm_does(family, built, registry, eng
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-async def test_the_engine_starts_and_answers(family, built, registry, engines, settings, report):
-    """One engine start a family: the pictures' request streams an answer to its end (8 tokens, no stop)."""
+async def test_the_engine_and_vllm_serve_answer(family, built, registry, engines, settings, report):
+    """One engine start a family, and beside it a real ``vllm serve`` of the same directory: the app's endpoint
+    entry for it (a served name models.yaml does not know, no family, no controls) gets the same controls, derived
+    from the checkpoint the server names (/v1/models root); each render through the server (the checkpoint's
+    settings, then every control at its largest) has the local engine's ids; both stream an answer to its end."""
+    from vlm_demo.errors import RemoteError
+
+    from .conftest import ARTIFACTS
+    from .vllm_server import SCALE_OUT_FLAGS, beside_local_engine
+
     case = FAMILIES[family]
     spec = spec_of(family, built(family))
-    service = ChatService(registry.with_model(spec), engines, settings)
-    req = request(spec, PICTURES[:case.images], text="What is in these pictures?",
-                  sampling=Sampling(temperature=0.0, max_tokens=8, ignore_eos=True))
+    # a hybrid (LFM2-VL) runs without prefix caching on CPU, as the app's engine does (engine/local.py)
+    extra = [*SCALE_OUT_FLAGS, *(["--no-enable-prefix-caching"] if family == "lfm2_vl" else [])]
+    sampling = Sampling(temperature=0.0, max_tokens=8, ignore_eos=True)
     t0 = time.perf_counter()
-    try:
-        events = [e async for e in service.chat(req)]
-        done = events[-1]
-        assert isinstance(done, Done) and done.num_tokens == 8 and done.finish_reason == "length", done
-        assert done.prompt_tokens > sum(case.counts[:case.images])
-        engine = engines.engine(spec.name)
-        if family == "lfm2_vl":  # a hybrid: prefix caching off on CPU, so whole prompts without chunked prefill
-            config = engine._llm.vllm_config
-            assert config.model_config.is_hybrid and config.cache_config.enable_prefix_caching is False
-            assert config.scheduler_config.enable_chunked_prefill is False
-    finally:
-        await engines.shutdown(spec.name)
-    report(f"{family}: engine started and answered {done.prompt_tokens}-token prompt in "
-           f"{time.perf_counter() - t0:.1f} s (ttft {done.ttft_s:.2f} s)")
+    async with beside_local_engine(spec, engines, settings, ARTIFACTS / f"vllm-server-{spec.name}.log", extra) as srv:
+        started = time.perf_counter() - t0
+        remote = ModelSpec(name=f"remote-{spec.name}", label="remote", endpoint=srv.url, served_model_name=spec.name,
+                           engine_args=EngineArgs(limit_mm_per_prompt={"image": case.images}))
+        service = ChatService(registry.with_model(spec).with_model(remote), engines, settings)
+        try:
+            local_controls, remote_controls = await service.controls(spec.name), await service.controls(remote.name)
+            assert [(c.kwarg, c.min, c.max) for c in remote_controls.controls] == \
+                [(c.kwarg, c.min, c.max) for c in local_controls.controls]
+            pictures = PICTURES[:case.images]
+            for kwargs in ({}, *({c.kwarg: True if c.kind == "bool" else c.max} for c in local_controls.controls)):
+                try:
+                    theirs = await service.inspect(request(remote, pictures, kwargs))
+                except RemoteError as exc:  # e.g. a picture at the largest tile size passes the server's context
+                    assert "maximum context length" in str(exc) or "longer than" in str(exc), exc
+                    continue
+                ours = await service.inspect(request(spec, pictures, kwargs))
+                assert theirs.prompt_token_ids == ours.prompt_token_ids, kwargs
+            for model in (spec, remote):
+                req = request(model, pictures, text="What is in these pictures?", sampling=sampling)
+                done = [e async for e in service.chat(req)][-1]
+                assert isinstance(done, Done) and done.num_tokens == 8 and done.finish_reason == "length", done
+                assert done.prompt_tokens > sum(case.counts[:case.images])
+            if family == "lfm2_vl":  # a hybrid: prefix caching off on CPU, so whole prompts without chunked prefill
+                config = engines.engine(spec.name)._llm.vllm_config
+                assert config.model_config.is_hybrid and config.cache_config.enable_prefix_caching is False
+                assert config.scheduler_config.enable_chunked_prefill is False
+        finally:
+            await engines.shutdown(spec.name)
+    report(f"{family}: engine and vllm serve up in {started:.1f} s; controls "
+           f"{[c.kwarg for c in remote_controls.controls]} from the server's root; "
+           f"{time.perf_counter() - t0:.1f} s in all")
