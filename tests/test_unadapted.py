@@ -1,7 +1,9 @@
 """Families vLLM 0.32 serves that have no adapter here, each of its own processing shape, through the generic path:
 LFM2-VL (hybrid convolution/attention language model; tiles with row/column marker tokens and a thumbnail),
-Mistral 3 with the Pixtral processor (rows of ``[IMG]`` broken by ``[IMG_BREAK]``, ending in ``[IMG_END]``) and
-PaliGemma (no chat template: vLLM's fallback; the image tokens and a ``<bos>`` inserted before the prompt).
+Mistral 3 with the Pixtral processor (rows of ``[IMG]`` broken by ``[IMG_BREAK]``, ending in ``[IMG_END]``),
+PaliGemma (no chat template: vLLM's fallback; the image tokens and a ``<bos>`` inserted before the prompt) and
+Qwen3.5 (a hybrid Gated DeltaNet language model with a Qwen-VL grid; renders only here, its engine in
+test_families).
 
 For each: the controls the app derives from the processor; every render (the checkpoint's defaults, and each
 derived control at its ends and start; one picture and two of different sizes) gives the ids vLLM's own
@@ -52,6 +54,8 @@ class Family:
     row separators)."""
     broken: tuple[Mapping[str, Any], ...] = ()
     """Processor kwargs vLLM 0.32 itself fails on for a picture of ``PICTURES`` (so the app must not offer them)."""
+    serve: bool = True
+    """Whether the engine and ``vllm serve`` test runs it (Qwen3.5's engine has its own test in test_families)."""
 
 
 def _lfm2_vl(out: Path) -> None:
@@ -64,6 +68,15 @@ def _mistral3(out: Path) -> None:
     from .tiny_mistral3 import build
 
     build(out)
+
+
+def _qwen3_5(out: Path) -> None:
+    from vlm_demo.settings import Settings
+    from vlm_demo.tiny_models import tiny_model_dir
+
+    from .tiny_qwen3_5 import build
+
+    build(out, tiny_model_dir("qwen3_vl", Settings.from_env().cache_dir / "tiny-models"))
 
 
 def _paligemma(out: Path) -> None:
@@ -90,6 +103,10 @@ FAMILIES = {
                        end="[IMG_END]", markers={"[IMG_BREAK]": (25, 17), "[IMG_END]": (1, 1)}),
     # SigLIP at 224 px, patch 14: 256 tokens for any picture. The processor's only numbers are size.height/width
     # (224), and vLLM counts 256 tokens whatever they say, so no setting changes a token: no controls
+    # a hybrid (Gated DeltaNet + attention) with Qwen3-VL's vision: 32-px cells within size's pixel bounds,
+    # smart_resize(720, 1280) = 704x1280: 22 x 40; smart_resize(500, 300) = 512x288: 16 x 9
+    "qwen3_5": Family("tiny-qwen3.5", _qwen3_5, 8192, {"size.longest_edge": 16777216, "size.shortest_edge": 65536},
+                      (22 * 40, 16 * 9), serve=False),
     "paligemma": Family("tiny-paligemma", _paligemma, 2048, {}, (256,), images=1, end="<bos>",
                         markers={"<bos>": (1,)}),
 }
@@ -237,7 +254,7 @@ async def test_derived_controls_render_as_vllm_does(family, built, registry, eng
            f"{sorted(c.kwarg for c in found.controls)} ({time.perf_counter() - t0:.1f} s)")
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("family", sorted(f for f, case in FAMILIES.items() if case.serve))
 async def test_the_engine_and_vllm_serve_answer(family, built, registry, engines, settings, report):
     """One engine start a family, and beside it a real ``vllm serve`` of the same directory: the app's endpoint
     entry for it (a served name models.yaml does not know, no family, no controls) gets the same controls, derived
