@@ -6,7 +6,8 @@ image kwarg that is a whole number, a true/false or a dict of whole numbers (``s
 ``size.longest_edge``) is a candidate; what would break the model or cannot change tokens is left out by name
 (``NOT_CONTROLS``), and each candidate is then checked by rendering: a probe picture is rendered at the
 checkpoint's value and at the ends of the candidate's range, and the candidate stays only where every render
-works and one of them gives other ids.
+works and one of them gives other ids (a number that changes nothing alone is tried again with each kept checkbox
+turned: Gemma 3's crop counts count only with pan-and-scan on).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from PIL import Image
@@ -61,13 +62,17 @@ class Derived:
     """Controls sent as the image processor's alone (``images_kwargs``), where the model takes them so."""
 
 
-def candidates(image_processor: Any, names: set[str]) -> dict[str, int | bool]:
-    """The kwargs of ``names`` that may become controls, with the checkpoint's values (dicts flattened; a
-    true/false the checkpoint leaves unset is off, as the processor takes it)."""
+def candidates(image_processor: Any, names: set[str],
+               defaults: Mapping[str, Any] | None = None) -> dict[str, int | bool]:
+    """The kwargs of ``names`` that may become controls, with the checkpoint's values (dicts flattened); one the
+    checkpoint leaves unset has the processor's own default (``defaults``: Gemma 3's crop counts), else, a
+    true/false, off, as the processor takes it."""
     found: dict[str, int | bool] = {}
     declared = _declared(image_processor)
     for name in sorted(names - NOT_CONTROLS):
         value = getattr(image_processor, name, None)
+        if value is None:
+            value = (defaults or {}).get(name)
         if value is None and declared.get(name) is bool:
             value = False
         if isinstance(value, Mapping) or hasattr(value, "__dataclass_fields__"):  # size: dict or SizeDict
@@ -123,18 +128,21 @@ async def derive(renderer: Any) -> Derived:
     except Exception as exc:  # noqa: BLE001 - a processor of vLLM's own declares nothing
         log.info("%s: no processor kwargs to derive controls from (%s)", renderer.spec.name, exc)
         return Derived((), {}, {})
-    found = candidates(image_processor, names)
+    # the processor's own defaults for what the checkpoint leaves unset (its ProcessingKwargs' images_kwargs)
+    defaults = getattr(getattr(type(hf), "valid_processor_kwargs", None), "_defaults", {}).get("images_kwargs", {})
+    found = candidates(image_processor, names, defaults)
     dicts = {name.partition(".")[0]: dict(getattr(image_processor, name.partition(".")[0]))
              for name in found if "." in name}
     dicts = {k: {n: v for n, v in (d.items() if isinstance(d, Mapping) else ())} for k, d in dicts.items()}
     pictures = [{"type": "image_pil", "image_pil": p} for p in probe_pictures()]
     messages = [{"role": "user", "content": [*pictures, {"type": "text", "text": "What are these?"}]}]
 
-    async def ids(kwargs: Mapping[str, Any], scoped: bool = False) -> tuple[int, ...] | None:
+    async def ids(kwargs: Mapping[str, Any], in_scope: frozenset[str] = frozenset()) -> tuple[int, ...] | None:
         t0 = time.monotonic()
+        sent = {**{k: v for k, v in kwargs.items() if k not in in_scope},
+                **image_scoped({k: v for k, v in kwargs.items() if k in in_scope})}
         try:
-            rendered = await renderer.render(messages, processor_kwargs(image_scoped(kwargs) if scoped else kwargs,
-                                                                        dicts))
+            rendered = await renderer.render(messages, processor_kwargs(sent, dicts))
             log.debug("%s: %s rendered in %.2f s", renderer.spec.name, dict(kwargs), time.monotonic() - t0)
         except Exception as exc:  # noqa: BLE001 - a value the processor or the model refuses: not a control
             log.debug("%s: %s refused: %s", renderer.spec.name, dict(kwargs), exc)
@@ -143,27 +151,50 @@ async def derive(renderer: Any) -> Derived:
             return None
         return tuple(rendered.prompt_token_ids)
 
-    base = await ids({})
-    controls: list[ControlSetting] = []
-    scoped: set[str] = set()
-    for name, value in found.items():
-        control = setting(name, value)
-        tries = [not value] if isinstance(value, bool) else [control.min, control.max]
-        # a dict's key goes to the image processor alone where the model takes it so (its video processor keeps
-        # its own dict, and a server's start-up kwargs of either form do not override it), else as it is
+    async def tried(name: str, value: int | bool, context: Mapping[str, bool]) -> tuple[ControlSetting, bool] | None:
+        """The control for ``name`` if every value renders and one gives other ids than ``context`` alone; with
+        whether it goes to the image processor alone: a dict's key does where the model takes it so (its video
+        processor keeps its own dict, and a server's start-up kwargs of either form do not override it)."""
+        base = await ids(context)
+        if base is None:
+            return None
         for in_scope in ((True, False) if "." in name else (False,)):
-            got = [await ids({name: v}, in_scope) for v in tries]
+            control = setting(name, value)
+            scope = frozenset({name}) if in_scope else frozenset()
+            tries = [not value] if isinstance(value, bool) else [control.min, control.max]
+            got = [await ids({**context, name: v}, scope) for v in tries]
             if not isinstance(value, bool) and None in got:  # the wide range breaks: try a narrower one
                 control = setting(name, value, max(1, value // 4), value * 2)
-                got = [await ids({name: v}, in_scope) for v in (control.min, control.max)]
-            if base is not None and None not in got and any(g != base for g in got):
-                controls.append(control)
-                if in_scope:
+                got = [await ids({**context, name: v}, scope) for v in (control.min, control.max)]
+            if None not in got and any(g != base for g in got):
+                return control, in_scope
+        return None
+
+    controls: list[ControlSetting] = []
+    scoped: set[str] = set()
+    unchanged: list[str] = []
+    for name, value in sorted(found.items(), key=lambda item: not isinstance(item[1], bool)):  # checkboxes first
+        kept = await tried(name, value, {})
+        if kept is None:
+            unchanged.append(name)
+            continue
+        controls.append(kept[0])
+        if kept[1]:
+            scoped.add(name)
+    # a number that changes nothing alone may change tokens once a checkbox is on (Gemma 3's
+    # pan_and_scan_max_num_crops with do_pan_and_scan): offered, said so in its label
+    switches = {c.kwarg: not found[c.kwarg] for c in controls if c.kind == "bool"}
+    for name in [n for n in unchanged if not isinstance(found[n], bool)]:
+        for switch, on in switches.items():
+            kept = await tried(name, found[name], {switch: on})
+            if kept is not None:
+                label = f"{name} (from the processor; with {switch} {'on' if on else 'off'})"
+                controls.append(replace(kept[0], label=label))
+                if kept[1]:
                     scoped.add(name)
                 break
-            control = setting(name, value)
+    controls.sort(key=lambda c: c.kwarg)
     values = {c.kwarg: found[c.kwarg] for c in controls}
     return Derived(tuple(controls), values, {k: d for k, d in dicts.items() if any(c.kwarg.startswith(f"{k}.")
                                                                                    for c in controls)},
                    frozenset(scoped))
-
