@@ -548,6 +548,8 @@ def test_closing_the_tab_aborts_the_engine_request(long_answers):
             for line in stream.iter_lines():
                 if engines.running_requests() and line.startswith("event: generating"):
                     break  # the answer is streaming: drop the connection
+            else:  # the whole answer came (or none): the tab closed after it, which tests nothing
+                pytest.fail("the answer never streamed while the engine was generating")
     wait_until(lambda: engines.running_requests() == 0, ABORT_WITHIN_S)
     assert engines.running_requests() == 0, f"still generating {ABORT_WITHIN_S} s after the tab closed"
 

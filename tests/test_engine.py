@@ -149,6 +149,7 @@ async def test_stopping_the_consumer_aborts_the_request(service, engines):
                 if seen == 3:
                     assert engine.running_requests() == 1
                     break
+    assert seen == 3, f"the answer ended after {seen} updates: nothing was left to abort"
     for _ in range(50):
         if engine.running_requests() == 0:
             break

@@ -115,6 +115,16 @@ def pictures(tmp_path_factory):
     return paths
 
 
+def sent_as(spec, kwarg: str) -> tuple[str, ...]:
+    """The names a control's value goes to vLLM under (Qwen's min_pixels: images_kwargs.size.shortest_edge, ...)."""
+    from vlm_demo.profile import profile
+    from vlm_demo.registry import flat_kwargs
+
+    marker = 987654321
+    sent = flat_kwargs(profile(spec).mm_processor_kwargs({kwarg: marker}))
+    return tuple(k for k, v in sent.items() if v == marker) or (kwarg,)
+
+
 class Person:
     """A person at the page: each action as they do it (clicks, typing, files), each followed by the checks."""
 
@@ -190,8 +200,8 @@ class Person:
         for control in spec.controls:
             slot = self.page.locator(f"#slider-{control.kwarg.replace('.', '-')}")
 
-            def shown(value, key=control.kwarg) -> bool:  # the panels' line of settings sent says key=value
-                return re.search(rf"(^|[\s,:]){re.escape(key)}={value}\b", self.settings_line()) is not None
+            def shown(value, keys=sent_as(spec, control.kwarg)) -> bool:  # the line of settings sent says key=value
+                return any(re.search(rf"(^|[\s,:]){re.escape(key)}={value}\b", self.settings_line()) for key in keys)
             if control.kind == "bool":
                 slot.locator("input[type=checkbox]").click()
                 self.settle()
@@ -291,8 +301,8 @@ class Person:
         sent = re.search(r'"mm_processor_kwargs": (\{.*?\}),?\n "', head, re.S)
         if sent:
             import json
-            names = {k.removeprefix("images_kwargs.") for k in flat_kwargs(json.loads(sent[1]))}  # (see processor_kwargs)
-            assert names <= {c.kwarg for c in spec.controls}, sent[1]
+            names = set(flat_kwargs(json.loads(sent[1])))  # as vLLM takes them (Qwen's size, scoped)
+            assert names <= {n for c in spec.controls for n in sent_as(spec, c.kwarg)}, sent[1]
         if spec.reasoning_parser:
             assert "reasoning" in self.page.locator("#export-py .cm-content").inner_text()
 
