@@ -50,7 +50,7 @@ def internvl_tiles(width: int, height: int, min_num: int = 1, max_num: int = 12)
 
 
 def image_token_count(rendered, engine) -> int:
-    image_id = engine.tokenizer.convert_tokens_to_ids(engine.adapter.image_token)
+    image_id = engine.tokenizer.convert_tokens_to_ids(engine.adapter.feature_tokens["image"])
     return sum(1 for t in rendered.prompt_token_ids if t == image_id)
 
 

@@ -24,7 +24,8 @@ from .conftest import ROOT, make_image
 TINY = {spec.family: spec.name for spec in load_registry(ROOT / "models.yaml").models
         if spec.tiny and spec.reasoning_parser is None}
 """Family -> its tiny model's registry name."""
-CASES = [(name, i) for name, adapter in sorted(families.ADAPTERS.items()) for i in range(len(adapter.known_counts))]
+CASES = [(name, i) for name, adapter in sorted(families.ADAPTERS.items())
+         for i in range(len(adapter.known_counts.get("image", ())))]
 
 
 async def render(renderer, images, mm_kwargs=None, text="What is in this picture?"):
@@ -41,24 +42,25 @@ def image_counts(rendered) -> list[int]:
 
 def test_every_adapter_has_a_tiny_model_and_known_counts():
     for name, adapter in families.ADAPTERS.items():
-        assert adapter.build_tiny and adapter.known_counts, name
+        assert adapter.build_tiny and adapter.known_counts.get("image"), name
         assert name in TINY, f"models.yaml has no tiny entry for {name}"
-        assert adapter.model_types and adapter.image_token, name
+        assert adapter.model_types and adapter.feature_tokens.get("image"), name
 
 
 @pytest.mark.parametrize(("family", "case"), CASES)
 async def test_tiny_model_gives_the_real_checkpoints_count(renderer, family, case):
     adapter = families.get(family)
-    known = adapter.known_counts[case]
+    known = adapter.known_counts["image"][case]
     image = make_image(*known.size)
     rendered = await render(renderer(TINY[family]), [image], dict(known.mm_kwargs))
     assert image_counts(rendered) == [known.count], known.source
     (geometry,) = rendered.geometry["image"]
     assert geometry.orig_size == known.size
-    if adapter.geometry_from_count is not None:  # the remote rule agrees with the processor's output
+    from_count = adapter.geometry_from_count.get("image")
+    if from_count is not None:  # the remote rule agrees with the processor's output
         kwargs = rendered.mm_kwargs  # as sent
-        assert adapter.geometry_from_count(known.count, image, kwargs) in (geometry, None)
-        assert adapter.geometry_from_count(known.count + 1, image, kwargs) is None  # never a guess
+        assert from_count(known.count, image, kwargs) in (geometry, None)
+        assert from_count(known.count + 1, image, kwargs) is None  # never a guess
 
 
 @pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
@@ -97,6 +99,31 @@ async def test_two_images_of_different_sizes_expand_as_each_alone(renderer, fami
     assert image_counts(both) == alone
     assert [g.orig_size for g in both.geometry["image"]] == [(640, 480), (320, 320)]
     assert both.geometry_note is None and both.family == family
+
+
+def test_adapters_key_what_differs_by_modality_by_vllms_modality_names():
+    """Tokens, placeholders, markers, geometry, count rules and known counts are keyed by the modality names
+    vLLM's inputs take; the families that describe a video's groups have their rule under "video"."""
+    from vllm.inputs.llm import MultiModalDataBuiltins
+
+    modalities = MultiModalDataBuiltins.__required_keys__ | MultiModalDataBuiltins.__optional_keys__
+    assert {"image", "video", "audio"} <= modalities
+    for adapter in (*families.ADAPTERS.values(), families.GENERIC):
+        for keyed in ("feature_tokens", "placeholders", "markers", "geometry", "geometry_from_count", "known_counts"):
+            assert set(getattr(adapter, keyed)) <= modalities, (adapter.name, keyed)
+    assert {name for name, a in families.ADAPTERS.items() if "video" in a.geometry} == {
+        "internvl", "internvl_hf", "llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl"}
+
+
+def test_a_third_modality_is_an_entry_not_a_field():
+    """An adapter that knows an audio placeholder gives it as it gives the image's: the engine looks each
+    modality up by name (vLLM is asked only for what the adapter leaves out, so no model is needed here)."""
+    from vlm_demo.engine.local import placeholders
+
+    adapter = families.Adapter(name="speech", title="Speech",
+                               placeholders={"image": "<image>", "video": "<video>", "audio": "<|audio|>"})
+    assert placeholders(None, adapter, ("image", "video", "audio")) == {
+        "image": "<image>", "video": "<video>", "audio": "<|audio|>"}
 
 
 def test_adding_a_family_is_one_file(tmp_path):

@@ -259,14 +259,15 @@ async def test_fallback_ranges_and_geometry_match_the_local_engine(service: Chat
     request = request_for(model, mm_kwargs)
     inspection = await service.inspect(request)
     tokenizer = service.engines.engine(model).tokenizer
-    start, end = (tokenizer.convert_tokens_to_ids(m) if m else None for m in families.get(spec.family).range_markers)
+    markers = families.get(spec.family).markers.get("image", ("", ""))
+    start, end = (tokenizer.convert_tokens_to_ids(m) if m else None for m in markers)
     ids = inspection.prompt_token_ids
     ranges = ranges_from_ids(ids, inspection.items["image"][0].token_id, start, end)
     assert [(r.offset, r.length) for r in ranges] == [(im.offset, im.length) for im in inspection.items["image"]]
     kwargs = {**spec.default_mm_kwargs(), **mm_kwargs}
     for im, image in zip(inspection.items["image"], request.turns[0].media["image"], strict=True):
         assert im.grid is not None or im.processed_size is not None
-        g = families.get(spec.family).geometry_from_count(im.count, image, kwargs)
+        g = families.get(spec.family).geometry_from_count["image"](im.count, image, kwargs)
         assert (g.orig_size, g.processed_size, g.grid, g.thumbnail) == (
             im.orig_size, im.processed_size, im.grid, im.thumbnail)
 

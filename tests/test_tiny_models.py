@@ -44,8 +44,9 @@ def test_loads_with_the_family_tokens(family, tmp_path):
     if family != "ovis":  # vLLM, not transformers, ships Ovis's config class
         assert AutoConfig.from_pretrained(directory, trust_remote_code=True).model_type == model_type
     tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=True)
-    assert adapter.image_token in tokenizer.get_vocab()
-    assert len(tokenizer.tokenize(adapter.image_token)) == 1
+    image_token = adapter.feature_tokens["image"]
+    assert image_token in tokenizer.get_vocab()
+    assert len(tokenizer.tokenize(image_token)) == 1
     assert tokenizer.chat_template
     text = "Hello, wörld!"
     assert tokenizer.decode(tokenizer(text, add_special_tokens=False).input_ids) == text

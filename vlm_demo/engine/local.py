@@ -293,10 +293,12 @@ class Renderer:
             ranges[modality] = tuple(ItemRange(p.offset, p.length) for p in found)
             token_ids[modality] = self._feature_token_id(modality, ids, found)
             items = engine_input.get("mm_kwargs", {}).get(modality, [])
-            rule = self.adapter.video_geometry if modality == "video" else self.adapter.geometry
+            rule = self.adapter.geometry.get(modality)
             geometry[modality] = tuple(self._geometry(item, source, kwargs, rule)
                                        for item, source in zip(items, inputs.get(modality, []), strict=True))
-        note = None if self.adapter.geometry else f"no geometry adapter for {self.model_config.hf_config.model_type}"
+        # the note speaks of the image rule (the tiles or grid drawn over an image)
+        note = (None if "image" in self.adapter.geometry
+                else f"no geometry adapter for {self.model_config.hf_config.model_type}")
         return RenderedPrompt(
             model=self.spec.name,
             family=self.adapter.name,
@@ -319,7 +321,7 @@ class Renderer:
     def _feature_token_id(self, modality: str, ids: Sequence[int], found: Sequence[Any]) -> int:
         """The adapter's feature token where it names one, else the id that fills the items' embed
         positions (``PlaceholderRange.is_embed``) in vLLM's expansion."""
-        token = self.adapter.image_token if modality == "image" else None
+        token = self.adapter.feature_tokens.get(modality)
         if token:
             return self.tokenizer.convert_tokens_to_ids(token)
         counts: Counter[int] = Counter()
@@ -540,7 +542,7 @@ def placeholders(model_config: Any, adapter: Adapter, modalities: Sequence[str])
 
     found: dict[str, str] = {}
     for modality in modalities:
-        text = adapter.placeholder if modality == "image" else None
+        text = adapter.placeholders.get(modality)
         if not text:
             with contextlib.suppress(Exception):  # some models raise for a modality they lack
                 text = get_model_cls(model_config).get_placeholder_str(modality, 1)

@@ -192,14 +192,15 @@ class RemoteEngine:
             self.offers_tokenizer_info = True
             self._special_names = _added_tokens(info)
             self.content_format = _content_format(info.get("chat_template"))
-        markers = [t for t in (family.image_token, *family.range_markers) if t]
+        image_token = family.feature_tokens.get("image")
+        markers = [t for t in (image_token, *family.markers.get("image", ("", ""))) if t]
         for token in markers:  # the family's own tokens, from the server's tokenizer in any case
             ids = await self._tokenize({"model": self.served_model_name, "prompt": token, "add_special_tokens": False})
             if len(ids) != 1:
                 raise RemoteError(f"{self.served_model_name} at {self.url} does not have {token!r} as one token: "
                                   f"is its family {family.name}?")
             self._special_names.setdefault(ids[0], token)
-            if token == family.image_token:
+            if token == image_token:
                 self.image_token_id = ids[0]
         self.special_tokens = tuple(sorted(set(self._special_names.values()) | set(info_specials(info))))
         self.connected = True
@@ -240,7 +241,7 @@ class RemoteEngine:
             if videos:
                 raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and a video's ranges "
                                   "cannot be read from /tokenize: start the server with --enable-scale-out")
-            if not family.ranges_from_ids or family.image_token is None:
+            if not family.ranges_from_ids or "image" not in family.feature_tokens:
                 raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and {family.title}'s "
                                   "image ranges cannot be read from /tokenize: start the server with "
                                   "--enable-scale-out")
@@ -258,8 +259,8 @@ class RemoteEngine:
         video_token = _most_common(ids, video_ranges)
         await self._decode_segments(ids, [*ranges, *video_ranges])
         counts = [sum(1 for t in ids[r.offset:r.offset + r.length] if t == token_id) for r in ranges]
-        from_count = family.geometry_from_count
-        placeholder = family.placeholder or self._special_names.get(token_id, "")
+        from_count = family.geometry_from_count.get("image")
+        placeholder = family.placeholders.get("image") or self._special_names.get(token_id, "")
         out_ranges = {m: tuple(r) for m, r in (("image", ranges), ("video", video_ranges)) if r}
         geometry: dict[str, tuple[ItemGeometry, ...]] = {}
         if ranges:
@@ -289,12 +290,12 @@ class RemoteEngine:
 
     @property
     def placeholders(self) -> dict[str, str]:
-        """The image placeholder text, where the family adapter knows it."""
-        return {"image": self.adapter.placeholder} if self.adapter.placeholder else {}
+        """The placeholder texts the family adapter knows, per modality."""
+        return {m: text for m, text in self.adapter.placeholders.items() if text}
 
     def _ranges_from_ids(self, ids: Sequence[int]) -> list[ItemRange]:
         by_text = {text: i for i, text in self._special_names.items()}
-        start, end = (by_text.get(m) if m else None for m in self.adapter.range_markers)
+        start, end = (by_text.get(m) if m else None for m in self.adapter.markers.get("image", ("", "")))
         return ranges_from_ids(ids, self.image_token_id, start, end)
 
     def _pieces(self, ids: Sequence[int], ranges: Sequence[ItemRange],
@@ -347,8 +348,8 @@ class RemoteEngine:
         # A range inside the placeholder text (Qwen: the pads between vision start/end) came from the
         # image token; a range that is the whole expansion came from the placeholder itself. Without
         # an adapter, the feature token stands in.
-        token = family.image_token or self._special_names.get(token_id, "")
-        placeholder = family.placeholder or token
+        token = family.feature_tokens.get("image") or self._special_names.get(token_id, "")
+        placeholder = family.placeholders.get("image") or token
         stand_in = token if token and token in placeholder else placeholder
         video = self._special_names.get(video_token, "")
         return "".join(stand_in if kind == "image" else video if kind == "video" else value if kind == "special"

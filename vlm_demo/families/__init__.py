@@ -19,7 +19,7 @@ AUTO = "auto"
 """The ``family:`` value that means: the adapter matching the checkpoint's ``model_type``, else generic."""
 
 GENERIC = Adapter(name="generic", title="any vLLM model")
-"""The adapter of models with none of their own: placeholder, image token and ranges come from vLLM."""
+"""The adapter of models with none of their own: placeholders, feature tokens and ranges come from vLLM."""
 
 
 def _discover() -> dict[str, Adapter]:

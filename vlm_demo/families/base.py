@@ -64,12 +64,13 @@ class Control:
 
 @dataclass(frozen=True)
 class KnownCount:
-    """An image-token count of the real checkpoint, which the tiny model must give too."""
+    """One item's feature-token count of the real checkpoint, which the tiny model must give too (the
+    item's modality is its key in ``Adapter.known_counts``)."""
 
     size: tuple[int, int]
     """Width and height of the test image."""
     count: int
-    """Image-feature tokens (ids equal to the image token) the real checkpoint's processor gives."""
+    """Feature tokens (ids equal to the modality's feature token) the real checkpoint's processor gives."""
     source: str
     """Where the number comes from (the processor rule and config values that give it)."""
     mm_kwargs: Mapping[str, Any] = field(default_factory=dict)
@@ -86,7 +87,12 @@ CountGeometryFn = Callable[[int, Image.Image, Mapping[str, Any]], "ItemGeometry 
 @dataclass(frozen=True)
 class Adapter:
     """Everything the app knows about one family. Only ``name`` and ``title`` are required: what an
-    adapter leaves out, the app takes from vLLM at run time (as for a model with no adapter)."""
+    adapter leaves out, the app takes from vLLM at run time (as for a model with no adapter).
+
+    What differs by modality is a mapping keyed by vLLM's modality names (``"image"``, ``"video"``), as
+    vLLM's own processing info is (``get_placeholder_str(modality, i)``): an adapter lists the modalities
+    it knows (each field says what a modality left out gets), and a new modality adds entries, not fields.
+    """
 
     name: str
     """Key used in ``models.yaml`` (``family:``) and on the command line."""
@@ -94,10 +100,13 @@ class Adapter:
     """Human name of the family."""
     model_types: tuple[str, ...] = ()
     """``model_type`` values in config.json of this family's checkpoints (how ``family: auto`` finds it)."""
-    image_token: str | None = None
-    """The token that fills an image's placeholder range after expansion (None: found from vLLM's ranges)."""
-    placeholder: str | None = None
-    """Text standing for one image in the chat template's output, before expansion (None: asked of vLLM)."""
+    feature_tokens: Mapping[str, str] = field(default_factory=dict)
+    """Per modality, the token that fills an item's placeholder range after expansion (a modality left out:
+    the id that fills vLLM's ranges). A remote server without the render endpoint gives ids only: the image
+    ranges are derived from runs of the image's (with ``markers``)."""
+    placeholders: Mapping[str, str] = field(default_factory=dict)
+    """Per modality, the text standing for one item in the chat template's output, before expansion (a
+    modality left out: asked of vLLM's model class, else its HF processor's ``<modality>_token``)."""
     controls: tuple[Control, ...] = ()
     """Per-request processor kwargs the family offers; registry controls must be among them."""
     aliases: Mapping[str, str] = field(default_factory=dict)
@@ -107,33 +116,35 @@ class Adapter:
     defaults)."""
     center_crop: bool = False
     """The processor center-crops to a square (the picture shows the crop)."""
-    range_markers: tuple[str, str] = ("", "")
-    """Tokens that open and close an image's range around its image tokens ("" for none); a remote
-    server without the render endpoint gives ids only, and the ranges are derived with these."""
+    markers: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """Per modality, the tokens that open and close an item's range around its feature tokens ("" for
+    none; a modality left out has none): what widens a run of the feature token to the item's range where
+    the ranges are derived from ids (a remote server without the render endpoint)."""
     ranges_from_ids: bool = True
-    """Whether image ranges can be derived from the expanded ids at all (image-token runs plus markers)."""
-    geometry: GeometryFn | None = None
-    """Geometry from the engine's processor output; None: the page says there is no geometry adapter."""
+    """Whether image ranges can be derived from the expanded ids at all (runs of the image feature token
+    plus the image markers). Only images are: a video's ranges need the server's render endpoint."""
+    geometry: Mapping[str, GeometryFn] = field(default_factory=dict)
+    """Per modality, the item's geometry from the engine's processor output. ``image``: the tiles or grid
+    drawn over it; ``video`` (``image``: the video's first sampled frame): the per-frame processed size,
+    the token grid of one group, and tokens per group. A modality left out: its size only (videos: the
+    groups are read from the ids); no ``image`` rule: the page says there is no geometry adapter."""
     grounding: Grounding | None = None
     """The format the family's models answer "where is X" in (boxes and points), or None."""
     video_sampling: Literal["num_frames", "fps"] = "num_frames"
     """How vLLM's video loader for this family picks frames: ``num_frames`` spread evenly (``fps``, where
     given, caps them), or ``fps`` alone (vLLM 0.32's Qwen2-VL, Qwen2.5-VL and Qwen3-VL loaders port the HF
     processors' sampling: frames = duration x fps, at least 4, ``num_frames`` ignored)."""
-    video_geometry: GeometryFn | None = None
-    """A video's geometry from the engine's processor output (``image``: its first sampled frame): the
-    per-frame processed size, the token grid of one group, and tokens per group; None: groups are read
-    from the ids."""
-    geometry_from_count: CountGeometryFn | None = None
-    """Geometry from the image size, kwargs and a server's token count (remote servers), or None."""
+    geometry_from_count: Mapping[str, CountGeometryFn] = field(default_factory=dict)
+    """Per modality, an item's geometry from its size, the kwargs and a remote server's token count (only
+    images are described so; a modality left out: its size only)."""
     unexpand: Callable[[str], str] | None = None
     """The chat template's output from the decoded expanded prompt (each item's expansion back to its
     placeholder), for families whose expansion merges into the text around it (Gemma 3's newlines): a
     remote server gives ids only. None: each item's range stands for its placeholder."""
     build_tiny: Callable[[Path], None] | None = None
     """Writes a tiny offline model of this family (config, tokenizer, processor, template) into a folder."""
-    known_counts: tuple[KnownCount, ...] = ()
-    """Image-token counts of the real checkpoint, asserted on the tiny model by the tests."""
+    known_counts: Mapping[str, tuple[KnownCount, ...]] = field(default_factory=dict)
+    """Per modality, feature-token counts of the real checkpoint, asserted on the tiny model by the tests."""
 
     def control(self, kwarg: str) -> Control | None:
         """The control for ``kwarg``, if the family offers it."""

@@ -185,7 +185,8 @@ def unexpand(text: str) -> str:
 
 
 ADAPTER = Adapter(
-    name="gemma3", title="Gemma 3", model_types=("gemma3",), image_token=IMAGE_TOKEN, placeholder=BOI,
+    name="gemma3", title="Gemma 3", model_types=("gemma3",), feature_tokens={"image": IMAGE_TOKEN},
+    placeholders={"image": BOI},
     # vLLM's range runs from the "\n\n" before <start_of_image> to the one after <end_of_image> (with
     # pan-and-scan: over the whole "Here is the original image ..." text), and those newlines merge with
     # the text's own ("\n\n\n"), so the ids alone do not give the ranges.
@@ -193,8 +194,9 @@ ADAPTER = Adapter(
     controls=(Control("do_pan_and_scan", label="pan-and-scan (extra 896 px crops, 256 tokens each)", kind="bool", sizes_cache=True, default=False),
               Control("pan_and_scan_max_num_crops", label="pan_and_scan_max_num_crops", min=1, max=8, sizes_cache=True, default=4),
               Control("pan_and_scan_min_crop_size", label="pan_and_scan_min_crop_size (px)", min=32, max=SIZE, default=256)),
-    geometry=geometry, geometry_from_count=geometry_from_count, unexpand=unexpand, build_tiny=build,
-    known_counts=(
+    geometry={"image": geometry}, geometry_from_count={"image": geometry_from_count}, unexpand=unexpand,
+    build_tiny=build,
+    known_counts={"image": (
         KnownCount((640, 480), 256, "pan-and-scan off (the checkpoint's default): one 896x896 view = "
                    "mm_tokens_per_image 256 (SigLIP 896/14 = 64x64 patches, pooled 4x4)"),
         KnownCount((640, 480), 768, "do_pan_and_scan: ratio 1.33 >= 1.2 -> max(2, min(640//256, round(1.33))) "
@@ -203,5 +205,5 @@ ADAPTER = Adapter(
                    "of 400x400 + the original = 5 x 256", {"do_pan_and_scan": True}),
         KnownCount((1600, 400), 768, "pan_and_scan_max_num_crops 2: 2 crops of 800x400 + the original = 3 x 256",
                    {"do_pan_and_scan": True, "pan_and_scan_max_num_crops": 2}),
-    ),
+    )},
 )

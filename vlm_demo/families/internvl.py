@@ -233,15 +233,16 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
 
 
 ADAPTER = Adapter(
-    name="internvl", title="InternVL2.5", model_types=("internvl_chat",), image_token="<IMG_CONTEXT>",
-    placeholder="<image>", range_markers=("<img>", "</img>"),
+    name="internvl", title="InternVL2.5", model_types=("internvl_chat",), feature_tokens={"image": "<IMG_CONTEXT>"},
+    placeholders={"image": "<image>"}, markers={"image": ("<img>", "</img>")},
     controls=(Control("min_dynamic_patch", label="min_dynamic_patch (448 px tiles)", min=1, max=40, default=1),
               Control("max_dynamic_patch", label="max_dynamic_patch (448 px tiles)", min=1, max=40, sizes_cache=True, default=12)),
-    grounding=grounding.INTERNVL, geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
-    known_counts=(
+    grounding=grounding.INTERNVL, geometry={"image": geometry, "video": video_geometry},
+    geometry_from_count={"image": geometry_from_count}, build_tiny=build,
+    known_counts={"image": (
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 "
                    "(config.json: force_image_size 448, downsample_ratio 0.5, max_dynamic_patch 12)"),
         KnownCount((640, 480), 1792, "max_dynamic_patch 6: 3x2 tiles + thumbnail = 7 x 256",
                    {"max_dynamic_patch": 6}),
-    ),
+    )},
 )

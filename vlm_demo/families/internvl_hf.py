@@ -170,13 +170,15 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
 
 
 ADAPTER = Adapter(
-    name="internvl_hf", title="InternVL (HF format)", model_types=("internvl",), image_token="<IMG_CONTEXT>",
-    placeholder="<IMG_CONTEXT>", range_markers=("<img>", "</img>"),
+    name="internvl_hf", title="InternVL (HF format)", model_types=("internvl",),
+    feature_tokens={"image": "<IMG_CONTEXT>"}, placeholders={"image": "<IMG_CONTEXT>"},
+    markers={"image": ("<img>", "</img>")},
     controls=(Control("min_patches", label="min_patches (448 px tiles)", min=1, max=MAX_PATCHES, default=1),
               Control("max_patches", label="max_patches (448 px tiles)", min=1, max=MAX_PATCHES, sizes_cache=True, default=12),
               Control("crop_to_patches", label="crop_to_patches (tiles + thumbnail)", kind="bool", sizes_cache=True, default=True)),
-    grounding=grounding.INTERNVL, geometry=geometry, video_geometry=video_geometry, geometry_from_count=geometry_from_count, build_tiny=build,
-    known_counts=(
+    grounding=grounding.INTERNVL, geometry={"image": geometry, "video": video_geometry},
+    geometry_from_count={"image": geometry_from_count}, build_tiny=build,
+    known_counts={"image": (
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 (GotOcr2 tiling with "
                    "InternVLProcessor's crop_to_patches=True; preprocessor_config.json: size 448, "
                    "min_patches 1, max_patches 12; processor_config.json: image_seq_length 256)"),
@@ -184,5 +186,5 @@ ADAPTER = Adapter(
         KnownCount((640, 480), 1792, "max_patches 6: 3x2 tiles + thumbnail = 7 x 256", {"max_patches": 6}),
         KnownCount((640, 480), 256, "crop_to_patches false: one 448-px resize = 1 x 256",
                    {"crop_to_patches": False}),
-    ),
+    )},
 )

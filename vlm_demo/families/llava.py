@@ -99,10 +99,11 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
 
 
 ADAPTER = Adapter(
-    name="llava", title="LLaVA-1.5", model_types=("llava",), image_token="<image>", placeholder="<image>",
-    center_crop=True, geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
-    known_counts=(
+    name="llava", title="LLaVA-1.5", model_types=("llava",), feature_tokens={"image": "<image>"},
+    placeholders={"image": "<image>"}, center_crop=True, geometry={"image": geometry},
+    geometry_from_count={"image": geometry_from_count}, build_tiny=build,
+    known_counts={"image": (
         KnownCount((640, 480), 576, "CLIP 336 px crop, patch 14: (336/14)^2 = 576 for any image size"),
         KnownCount((320, 900), 576, "the same crop for a tall image"),
-    ),
+    )},
 )

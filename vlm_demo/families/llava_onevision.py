@@ -175,17 +175,16 @@ ADAPTER = Adapter(
     name="llava_onevision",
     title="LLaVA-OneVision",
     model_types=("llava_onevision",),
-    image_token="<image>",
-    placeholder="<image>",
+    feature_tokens={"image": "<image>"},
+    placeholders={"image": "<image>"},
     controls=(),
-    geometry=geometry,
-    video_geometry=video_geometry,
-    geometry_from_count=geometry_from_count,
+    geometry={"image": geometry, "video": video_geometry},
+    geometry_from_count={"image": geometry_from_count},
     build_tiny=build,
-    known_counts=(
+    known_counts={"image": (
         KnownCount((640, 480), 2929, _SOURCE + "2x2 tiles (768x768), unpadded to 40x54 + 40 newlines + 729 base"),
         KnownCount((320, 320), 1485, _SOURCE + "1x1 tile (384x384), 27x27 + 27 newlines + 729 base"),
         KnownCount((1920, 1080), 7269, _SOURCE + "3x5 tiles (1920x1152), 81x135 unpadded to 75x135, pooled "
                    "(anyres_max_9) to 60x108 + 60 newlines + 729 base"),
-    ),
+    )},
 )

@@ -228,12 +228,13 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
 
 
 ADAPTER = Adapter(
-    name="ovis", title="Ovis2", model_types=("ovis",), image_token="<|image_pad|>", placeholder="<image>",
+    name="ovis", title="Ovis2", model_types=("ovis",), feature_tokens={"image": "<|image_pad|>"},
+    placeholders={"image": "<image>"},
     ranges_from_ids=False, controls=(Control("max_partition", label="max_partition (448 px partitions)", min=1, max=16, sizes_cache=True, default=9),),
-    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
-    known_counts=(
+    geometry={"image": geometry}, geometry_from_count={"image": geometry_from_count}, build_tiny=build,
+    known_counts={"image": (
         KnownCount((640, 480), 1286, "max_partition 9: 2x2 partitions + the whole image = 5 atoms x 255 pads + 11 "
                    "indicator pads (Ovis2 preprocess, covering threshold 0.9)"),
         KnownCount((640, 480), 259, "max_partition 1: the whole image only, 255 + 4", {"max_partition": 1}),
-    ),
+    )},
 )

@@ -150,8 +150,8 @@ def count_rule(min_pixels: int, max_pixels: int, factor: int) -> CountGeometryFn
 
 
 ADAPTER = Adapter(
-    name="qwen2_5_vl", title="Qwen2.5-VL", model_types=("qwen2_5_vl",), image_token="<|image_pad|>",
-    placeholder="<|vision_start|><|image_pad|><|vision_end|>", aliases=SIZE_ALIASES,
+    name="qwen2_5_vl", title="Qwen2.5-VL", model_types=("qwen2_5_vl",), feature_tokens={"image": "<|image_pad|>"},
+    placeholders={"image": "<|vision_start|><|image_pad|><|vision_end|>"}, aliases=SIZE_ALIASES,
     controls=(Control("min_pixels", label="min_pixels (28x28 px per token)",
                       step=784, min=784, max=MAX_PIXELS, default=MIN_PIXELS),
               Control("max_pixels", label="max_pixels (28x28 px per token)",
@@ -161,12 +161,13 @@ ADAPTER = Adapter(
                       step=784, min=784, max=MAX_PIXELS, default=VIDEO_MIN_PIXELS),
               Control("videos_kwargs.max_pixels", label="video frames: max_pixels (28x28 px per token)",
                       step=784, min=784, max=MAX_PIXELS, default=VIDEO_MAX_PIXELS)),
-    grounding=grounding.QWEN2_5_VL, geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, 28),
+    grounding=grounding.QWEN2_5_VL, geometry={"image": geometry, "video": video_geometry}, video_sampling="fps",
+    geometry_from_count={"image": count_rule(MIN_PIXELS, MAX_PIXELS, 28)},
     build_tiny=build,
-    known_counts=(
+    known_counts={"image": (
         KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "
                    "(preprocessor_config.json: patch 14, merge 2, min_pixels 3136, max_pixels 12845056)"),
         KnownCount((640, 480), 117, "max_pixels 100352 (128x28x28): 364x252 -> 9x13 cells",
                    {"max_pixels": 100352}),
-    ),
+    )},
 )

@@ -74,8 +74,8 @@ def build(out: Path) -> None:
 
 
 ADAPTER = Adapter(
-    name="qwen2_vl", title="Qwen2-VL", model_types=("qwen2_vl",), image_token="<|image_pad|>",
-    placeholder="<|vision_start|><|image_pad|><|vision_end|>", aliases=SIZE_ALIASES,
+    name="qwen2_vl", title="Qwen2-VL", model_types=("qwen2_vl",), feature_tokens={"image": "<|image_pad|>"},
+    placeholders={"image": "<|vision_start|><|image_pad|><|vision_end|>"}, aliases=SIZE_ALIASES,
     controls=(Control("min_pixels", label="min_pixels (28x28 px per token)",
                       step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=3136),
               Control("max_pixels", label="max_pixels (28x28 px per token)",
@@ -85,12 +85,13 @@ ADAPTER = Adapter(
                       step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=MIN_PIXELS),
               Control("videos_kwargs.max_pixels", label="video frames: max_pixels (28x28 px per token)",
                       step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=MAX_PIXELS)),
-    grounding=grounding.QWEN2_VL, geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR),
+    grounding=grounding.QWEN2_VL, geometry={"image": geometry, "video": video_geometry}, video_sampling="fps",
+    geometry_from_count={"image": count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR)},
     build_tiny=build,
-    known_counts=(
+    known_counts={"image": (
         KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "
                    "(preprocessor_config.json: patch 14, merge 2, min_pixels 3136, max_pixels 12845056)"),
         KnownCount((640, 480), 117, "max_pixels 100352 (128x28x28): 364x252 -> 9x13 cells",
                    {"max_pixels": 100352}),
-    ),
+    )},
 )

@@ -218,8 +218,8 @@ def build(out: Path) -> None:
 
 
 ADAPTER = Adapter(
-    name="qwen3_vl", title="Qwen3-VL", model_types=("qwen3_vl",), image_token="<|image_pad|>",
-    placeholder="<|vision_start|><|image_pad|><|vision_end|>", aliases=SIZE_ALIASES,
+    name="qwen3_vl", title="Qwen3-VL", model_types=("qwen3_vl",), feature_tokens={"image": "<|image_pad|>"},
+    placeholders={"image": "<|vision_start|><|image_pad|><|vision_end|>"}, aliases=SIZE_ALIASES,
     controls=(Control("min_pixels", label="min_pixels (32x32 px per token)",
                       step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=65536),
               Control("max_pixels", label="max_pixels (32x32 px per token)",
@@ -229,9 +229,10 @@ ADAPTER = Adapter(
                       step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=VIDEO_MAX_PIXELS, default=VIDEO_MIN_PIXELS),
               Control("videos_kwargs.max_pixels", label="video frames: max_pixels (32x32 px per token)",
                       step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=VIDEO_MAX_PIXELS, default=VIDEO_MAX_PIXELS)),
-    grounding=grounding.QWEN3_VL, geometry=geometry, video_geometry=video_geometry, video_sampling="fps", geometry_from_count=count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR),
+    grounding=grounding.QWEN3_VL, geometry={"image": geometry, "video": video_geometry}, video_sampling="fps",
+    geometry_from_count={"image": count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR)},
     build_tiny=build,
-    known_counts=(
+    known_counts={"image": (
         KnownCount((640, 480), 300, "smart_resize(480, 640, factor 32) = 480x640 -> 15x20 cells "
                    "(preprocessor_config.json: patch 16, merge 2, size shortest_edge 65536, longest_edge 16777216)"),
         KnownCount((320, 320), 100, "smart_resize(320, 320, factor 32) = 320x320 -> 10x10 cells (area 102400 "
@@ -240,5 +241,5 @@ ADAPTER = Adapter(
                    {"max_pixels": 131072}),
         KnownCount((320, 320), 256, "min_pixels 262144 (256x32x32): 512x512 -> 16x16 cells",
                    {"min_pixels": 262144}),
-    ),
+    )},
 )

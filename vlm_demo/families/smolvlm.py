@@ -206,16 +206,16 @@ def build(out: Path) -> None:
 
 
 ADAPTER = Adapter(
-    name="smolvlm", title="SmolVLM2 / Idefics3", model_types=("smolvlm", "idefics3"), image_token="<image>",
-    placeholder="<image>",
+    name="smolvlm", title="SmolVLM2 / Idefics3", model_types=("smolvlm", "idefics3"),
+    feature_tokens={"image": "<image>"}, placeholders={"image": "<image>"},
     controls=(Control("do_image_splitting", label="do_image_splitting (384 px tiles + global view)", kind="bool", default=True),),
     ranges_from_ids=False,  # an image's range holds one <image> run per tile, with row tokens between
-    geometry=geometry, geometry_from_count=geometry_from_count, build_tiny=build,
-    known_counts=(
+    geometry={"image": geometry}, geometry_from_count={"image": geometry_from_count}, build_tiny=build,
+    known_counts={"image": (
         KnownCount((640, 480), 1053, "640x480 -> 1536x1152 (size.longest_edge 1536) -> 3x4 tiles of 384 "
                    "(max_image_size 384) + global = 13 x 81 (image_seq_len; 384/14=27 patches, pixel shuffle 3)"),
         KnownCount((320, 320), 1377, "320x320 -> 1536x1536 (upscaled) -> 4x4 tiles + global = 17 x 81"),
         KnownCount((640, 480), 81, "do_image_splitting=False: the image squashed to one 384x384 view = 81",
                    {"do_image_splitting": False}),
-    ),
+    )},
 )
