@@ -200,6 +200,28 @@ async def test_server_errors_carry_the_servers_text(both: ChatService, server: S
         await unknown.inspect(request_for(f"remote-{MODEL}"))
 
 
+async def test_a_model_the_app_cannot_identify_forwards_what_is_typed(server: Server, registry, settings, monkeypatch):
+    """A served model of no family whose checkpoint the app cannot have (here: as if its root were a Hub id with
+    the Hub out of reach) gets no controls; what the person types goes to the server as it is: a setting the
+    server takes renders there, one it refuses is the server's own error in one line."""
+    from vlm_demo.errors import EngineStartError
+
+    def unreachable(self, spec, remote):
+        raise EngineStartError(f"could not download {remote.root}: the connection to https://huggingface.co failed")
+    monkeypatch.setattr(EngineManager, "reference_renderer", unreachable)
+    spec = dataclasses.replace(remote_spec(registry, server.url, family="generic", controls=()), name="unknown-remote")
+    service = ChatService(registry.with_model(spec), EngineManager(settings), settings)
+    assert (await service.controls(spec.name)).controls == ()
+    typed = {"images_kwargs.size.longest_edge": 100352, "images_kwargs.size.shortest_edge": 3136}
+    sized = await service.inspect(request_for(spec.name, typed))
+    assert sized.mm_kwargs == {"images_kwargs": {"size": {"longest_edge": 100352, "shortest_edge": 3136}}}  # as typed
+    plain = await service.inspect(request_for(spec.name))
+    assert [i.count for i in sized.items["image"]] == [117, 112] != [i.count for i in plain.items["image"]]  # smart_resize
+    with pytest.raises(RemoteError, match=r"answered 400: .*Qwen2_5_VLProcessor") as err:
+        await service.inspect(request_for(spec.name, {"max_pixels": "lots"}))
+    assert "\n" not in str(err.value)
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "vlm_demo", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
