@@ -319,38 +319,3 @@ def test_the_cli_lists_controls_and_prints_no_python_warning(llava_next_dir):
     # a directory of a family without an adapter: its processor's (LLaVA-NeXT's: none that changes a token)
     assert cli("models", "--controls", str(llava_next_dir)).stdout == (f"{llava_next_dir.name} offers no "
                                                                       "per-request processor settings\n")
-
-
-async def test_a_hybrid_language_model_starts_and_answers_seeded(registry, engines, settings, tmp_path_factory):
-    """A hybrid language model (tiny Qwen3.5: linear-attention layers with full attention, no adapter here)
-    starts on CPU although this machine turns chunked prefill off (vLLM 0.32 requires it for hybrids with
-    prefix caching: "Chunked prefill is required for mamba cache mode 'align'"; with it on, a seeded request
-    crashed the CPU engine core, "CPU Generator does not use offset"): prefix caching goes off for it instead.
-    Its controls are its processor's; two seeded answers to a 1,900-token prompt agree token for token."""
-    from vlm_demo.registry import EngineArgs, ModelSpec, Sampling
-    from vlm_demo.service import ChatService, Done, Rendered
-    from vlm_demo.tiny_models import tiny_model_dir
-
-    from .tiny_qwen3_5 import build
-
-    directory = tmp_path_factory.mktemp("tiny-qwen3_5")
-    build(directory, tiny_model_dir("qwen3_vl", settings.cache_dir / "tiny-models"))
-    spec = ModelSpec(name="tiny-qwen3.5", label="hybrid", path=str(directory),
-                     engine_args=EngineArgs(max_model_len=4096, load_format="dummy", enforce_eager=True, max_num_seqs=4))
-    service = ChatService(registry.with_model(spec), engines, settings)
-    assert {"size.longest_edge", "size.shortest_edge"} <= {c.kwarg for c in (await service.controls(spec.name)).controls}
-    sampling = Sampling(temperature=0.8, max_tokens=8, seed=7, ignore_eos=True)
-    request = ChatRequest(model=spec.name, turns=(Turn("user", "What is it?", {"image": (make_image(1600, 1200),)}),),
-                          sampling=sampling)
-    answers = []
-    try:
-        for _ in range(2):
-            events = [e async for e in service.chat(request)]
-            done = events[-1]
-            assert isinstance(done, Done) and done.num_tokens == 8 and done.finish_reason == "length", done
-            answers.append(done.answer)
-        prompt = next(e for e in events if isinstance(e, Rendered)).rendered.prompt_token_ids
-        assert len(prompt) > 1800 and answers[0] == answers[1]
-        assert engines.engine_kwargs(spec, str(directory))["enable_chunked_prefill"] is False
-    finally:
-        await engines.shutdown(spec.name)
