@@ -83,10 +83,7 @@ class Profile:
         return self._sent({**self.default_mm_kwargs(), **chosen})
 
     def _sent(self, flat: Mapping[str, Any]) -> dict[str, Any]:
-        scoped = self.scoped if self.controls is self.derived else frozenset()
-        flat = {**{k: v for k, v in flat.items() if k not in scoped},
-                **image_scoped({k: v for k, v in flat.items() if k in scoped})}
-        return processor_kwargs(flat, self.checkpoint_dicts, self.adapter.aliases)
+        return processor_kwargs(image_scoped(flat, self.scoped), self.checkpoint_dicts, self.adapter.aliases)
 
     @property
     def checkpoint_dicts(self) -> dict[str, dict[str, Any]]:

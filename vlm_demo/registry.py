@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from dataclasses import dataclass as std_dataclass
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -300,12 +300,12 @@ def processor_kwargs(flat: Mapping[str, Any], dicts: Mapping[str, Mapping[str, A
     return out
 
 
-def image_scoped(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """``flat`` as kwargs of the image processor alone (``size.longest_edge`` -> ``images_kwargs.size.longest_edge``):
-    how controls derived from a model's image processor are sent. Scoped, a value wins over a server's start-up
-    kwargs of either form (vLLM 0.32 lets a scoped value win over a flat one, whichever side gives it), and a
-    model's video processor keeps its own."""
-    return {key if key.partition(".")[0] in SCOPES else f"images_kwargs.{key}": value for key, value in flat.items()}
+def image_scoped(flat: Mapping[str, Any], names: Collection[str]) -> dict[str, Any]:
+    """``flat`` with the kwargs ``names`` as the image processor's alone (``size.longest_edge`` ->
+    ``images_kwargs.size.longest_edge``): how controls derived from a model's image processor are sent where the
+    model takes them so. Scoped, a value wins over a server's start-up kwargs of either form (vLLM 0.32 lets a
+    scoped value win over a flat one, whichever side gives it), and a model's video processor keeps its own."""
+    return {f"images_kwargs.{key}" if key in names else key: value for key, value in flat.items()}
 
 
 def flat_kwargs(nested: Mapping[str, Any]) -> dict[str, Any]:

@@ -139,10 +139,8 @@ async def derive(renderer: Any) -> Derived:
 
     async def ids(kwargs: Mapping[str, Any], in_scope: frozenset[str] = frozenset()) -> tuple[int, ...] | None:
         t0 = time.monotonic()
-        sent = {**{k: v for k, v in kwargs.items() if k not in in_scope},
-                **image_scoped({k: v for k, v in kwargs.items() if k in in_scope})}
         try:
-            rendered = await renderer.render(messages, processor_kwargs(sent, dicts))
+            rendered = await renderer.render(messages, processor_kwargs(image_scoped(kwargs, in_scope), dicts))
             log.debug("%s: %s rendered in %.2f s", renderer.spec.name, dict(kwargs), time.monotonic() - t0)
         except Exception as exc:  # noqa: BLE001 - a value the processor or the model refuses: not a control
             log.debug("%s: %s refused: %s", renderer.spec.name, dict(kwargs), exc)
