@@ -13,7 +13,7 @@ import sys
 
 from vlm_demo.cli import exit_on_sigterm
 from vlm_demo.engine import EngineManager
-from vlm_demo.registry import load_registry
+from vlm_demo.profile import load_registry
 from vlm_demo.service import ChatRequest, ChatService
 from vlm_demo.settings import Settings
 from vlm_demo.ui import build_app, launch_kwargs

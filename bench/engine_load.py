@@ -12,7 +12,8 @@ import uuid
 from typing import Any
 
 from vlm_demo.engine import EngineManager
-from vlm_demo.registry import Sampling, load_registry
+from vlm_demo.profile import load_registry
+from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, ChatService, Delta, Done, Failed, Turn, to_openai_messages
 from vlm_demo.settings import Settings
 

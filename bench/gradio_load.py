@@ -17,7 +17,7 @@ import gradio_client.utils
 from gradio_client import Client, handle_file
 from gradio_client.client import Endpoint
 
-from vlm_demo.registry import load_registry
+from vlm_demo.profile import load_registry
 from vlm_demo.settings import Settings
 from vlm_demo.ui import api_inputs, named_outputs
 

@@ -10,7 +10,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from vlm_demo.engine import EngineManager
-from vlm_demo.registry import Registry, load_registry
+from vlm_demo.profile import load_registry
+from vlm_demo.registry import Registry
 from vlm_demo.service import ChatService
 from vlm_demo.settings import Settings
 

@@ -18,6 +18,7 @@ from vlm_demo.profile import profile
 from vlm_demo import families
 from vlm_demo.registry import load_registry
 from vlm_demo.service import ChatRequest, Turn, to_openai_messages
+from vlm_demo.profile import spec_for_directory
 
 from .conftest import ROOT, make_image
 
@@ -153,8 +154,8 @@ def llava_next_dir(tmp_path_factory):
 async def test_a_model_with_no_adapter_renders_as_vllm_does(llava_next_dir, registry, engines):
     from vlm_demo.engine.local import chat_params
 
-    spec = registry.spec_for_directory(llava_next_dir, max_model_len=8192)
-    assert spec.family == "generic" and spec.engine_args.load_format == "dummy"
+    spec = spec_for_directory(registry, llava_next_dir, max_model_len=8192)
+    assert spec.family == "auto" and spec.engine_args.load_format == "dummy"  # llava_next: no adapter
     r = engines.start_renderer(spec)
     images = [make_image(640, 480, seed=3), make_image(320, 320, seed=4)]
     rendered = await render(r, images)
@@ -205,7 +206,7 @@ async def test_a_directory_keeps_its_checkpoints_own_settings(registry, engines,
     from vlm_demo.tiny_models import tiny_model_dir
 
     directory = tiny_model_dir("qwen2_5_vl", settings.cache_dir / "tiny-models")
-    spec = registry.spec_for_directory(directory)
+    spec = spec_for_directory(registry, directory)
     assert [c.kwarg for c in spec.controls] == ["min_pixels", "max_pixels", "videos_kwargs.max_pixels"]
     assert spec.default_mm_kwargs() == {} and profile(spec).startup_mm_kwargs() == {}
     assert profile(spec).initial("max_pixels") == 1003520  # the slider starts at the checkpoint's value, clamped to its range

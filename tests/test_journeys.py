@@ -29,7 +29,7 @@ import httpx
 import pytest
 import yaml
 
-from vlm_demo.registry import load_registry
+from vlm_demo.profile import load_registry
 from vlm_demo.service import video_sampling
 
 from .browser import Watch, chromium

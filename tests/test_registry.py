@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vlm_demo.profile import profile
+from vlm_demo.profile import check, profile
 
 from vlm_demo.errors import RegistryError, UnknownModelError
 from vlm_demo.registry import EngineArgs, load_registry, parse_registry
@@ -30,7 +30,7 @@ models:
 
 
 def parse(text: str):
-    return parse_registry(text, Path("/etc/models.yaml"))
+    return parse_registry(text, Path("/etc/models.yaml"), check)
 
 
 def test_project_registry_has_the_seed_models(registry):

@@ -24,6 +24,7 @@ import pytest
 from vlm_demo.errors import InputError
 from vlm_demo.registry import EngineArgs, ModelSpec, Sampling
 from vlm_demo.service import ChatRequest, ChatService, Done, Turn, to_openai_messages
+from vlm_demo.profile import spec_for_directory
 
 from .conftest import make_image
 
@@ -244,7 +245,7 @@ async def test_derived_controls_render_as_vllm_does(family, built, registry, eng
     if case.images == 1:  # two pictures: the app says so in one line; so does vLLM where the entry allows more
         with pytest.raises(InputError, match=f"2 images in one message; {spec.name} takes at most 1$"):
             await service.inspect(request(spec, PICTURES), start_engine=False)
-        directory = registry.spec_for_directory(Path(spec.path), max_model_len=case.max_model_len)
+        directory = spec_for_directory(registry, Path(spec.path), max_model_len=case.max_model_len)
         assert directory.engine_args.limit_mm_per_prompt["image"] > 1
         with pytest.raises(InputError, match=r"At most 1 image\(s\) may be provided in one prompt"):
             await ChatService(registry.with_model(directory), engines, settings).inspect(

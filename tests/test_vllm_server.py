@@ -20,6 +20,7 @@ from vlm_demo.engine import EngineManager
 from vlm_demo.registry import Sampling, load_registry
 from vlm_demo.service import ChatRequest, ChatService, Turn
 from vlm_demo.settings import Settings
+from vlm_demo.profile import spec_for_endpoint
 
 from .conftest import ARTIFACTS, ROOT, make_image
 from .vllm_server import (
@@ -128,7 +129,7 @@ async def test_an_endpoint_entry_matches_the_local_engine(server: Server, kind: 
     """The app's remote engine in front of this server: the same inspection as the local engine (ids,
     ranges, geometry, prompt, content format) and the same seeded answer, token for token."""
     spec = server.spec
-    remote = dataclasses.replace(registry.spec_for_endpoint(server.url, spec.name), name=f"remote-{spec.name}")
+    remote = dataclasses.replace(spec_for_endpoint(registry, server.url, spec.name), name=f"remote-{spec.name}")
     both = ChatService(registry.with_model(remote), engines, settings)
     case = CASES[spec.name][kind]
     images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
@@ -154,7 +155,7 @@ async def test_an_auto_endpoint_entry_gets_its_checkpoints_family(server: Server
     from vlm_demo.profile import profile
 
     spec = server.spec
-    named = dataclasses.replace(registry.spec_for_endpoint(server.url, spec.name), name=f"remote-{spec.name}")
+    named = dataclasses.replace(spec_for_endpoint(registry, server.url, spec.name), name=f"remote-{spec.name}")
     auto = dataclasses.replace(named, name=f"auto-{spec.name}", family="auto")
     both = ChatService(registry.with_model(named).with_model(auto), engines, settings)
 
@@ -176,7 +177,7 @@ async def test_a_served_model_not_in_the_registry_gets_its_controls(server: Serv
     from vlm_demo.errors import InputError
 
     spec = server.spec
-    unknown = dataclasses.replace(registry.spec_for_endpoint(server.url, spec.name), name="unknown-qwen",
+    unknown = dataclasses.replace(spec_for_endpoint(registry, server.url, spec.name), name="unknown-qwen",
                                   family="auto", controls=())
     generic = dataclasses.replace(unknown, name="generic-qwen", family="generic")
     service = ChatService(registry.with_model(unknown).with_model(generic), engines, settings)
@@ -203,7 +204,7 @@ async def test_internvl_kwargs_per_request_fail_on_an_unpatched_server(server: S
         pytest.skip("InternVL2.5 only")
     from vlm_demo.errors import RemoteError
 
-    remote = dataclasses.replace(registry.spec_for_endpoint(server.url, server.spec.name), name="remote-internvl")
+    remote = dataclasses.replace(spec_for_endpoint(registry, server.url, server.spec.name), name="remote-internvl")
     both = ChatService(registry.with_model(remote), engines, settings)
     request = ChatRequest(model=remote.name, turns=(Turn("user", "Hi", {"image": (make_image(640, 480),)}),),
                           mm_kwargs={"max_dynamic_patch": 6})
@@ -230,7 +231,7 @@ async def test_a_video_through_the_server(server: Server, registry, engines, set
     spec = server.spec
     if not spec.engine_args.limit_mm_per_prompt.get("video"):
         pytest.skip(f"{spec.name} takes no video")
-    remote = dataclasses.replace(registry.spec_for_endpoint(server.url, spec.name, spec.family),
+    remote = dataclasses.replace(spec_for_endpoint(registry, server.url, spec.name, spec.family),
                                  name=f"remote-{spec.name}")
     both = ChatService(registry.with_model(remote), engines, settings)
     clip = load_video(CLIP, settings)

@@ -19,13 +19,12 @@ from pathlib import Path
 
 from .errors import InputError, VlmDemoError
 from . import profile
-from .families import AUTO
-from .registry import Registry, load_registry
+from .registry import AUTO, Registry
 from .settings import Settings
 
 
 def _registry(settings: Settings) -> Registry:
-    return load_registry(settings.models_file)
+    return profile.load_registry(settings.models_file)
 
 
 def controls_json(found: profile.Profile) -> list[dict[str, object]]:
@@ -43,7 +42,7 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     if args.controls:
         name = args.controls
         if Path(name).is_dir():
-            spec = registry.spec_for_directory(Path(name))
+            spec = profile.spec_for_directory(registry, Path(name))
             registry, name = registry.with_model(spec), spec.name
         found = asyncio.run(_with_service(registry, settings, lambda service: service.controls(name)))
         rows = controls_json(found)
@@ -154,11 +153,11 @@ def _request(args: argparse.Namespace, settings: Settings):
     registry = _registry(settings)
     model = args.model
     if args.endpoint:
-        spec = registry.spec_for_endpoint(args.endpoint, model, args.family, args.api_key_env)
+        spec = profile.spec_for_endpoint(registry, args.endpoint, model, args.family, args.api_key_env)
         registry, model = registry.with_model(spec), spec.name
     elif Path(model).is_dir():
-        spec = registry.spec_for_directory(Path(model), trust_remote_code=args.trust_remote_code,
-                                           max_model_len=args.max_model_len)
+        spec = profile.spec_for_directory(registry, Path(model), trust_remote_code=args.trust_remote_code,
+                                          max_model_len=args.max_model_len)
         registry, model = registry.with_model(spec), spec.name
     try:
         mm_kwargs = json.loads(args.mm_kwargs) if args.mm_kwargs else {}

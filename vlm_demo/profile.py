@@ -10,16 +10,21 @@ directory, a Hub checkpoint in the Hugging Face cache, the directory an engine s
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import families
-from .families import AUTO, Adapter
+from pydantic import ValidationError
+
+from . import families, registry
+from .errors import RegistryError
+from .families import Adapter
 from .families.grounding import Grounding
-from .registry import SCOPES, ControlSetting, ModelSpec, image_scoped, processor_kwargs
+from .registry import (AUTO, SCOPES, ControlSetting, EngineArgs, ModelSpec, Registry, Sampling, image_scoped,
+                       processor_kwargs, without_defaults)
 
 
 @dataclass(frozen=True)
@@ -209,3 +214,90 @@ def read_model_type(spec: ModelSpec, model_dir: str | Path | None = None) -> str
     except (OSError, ValueError, AttributeError):
         return None
     return model_type if isinstance(model_type, str) and model_type else None
+
+
+def check(spec: ModelSpec) -> None:
+    """Raise ``ValueError`` unless ``spec`` fits its family: a known family name, a tiny model builder for a tiny
+    entry, and controls the family offers, of the same kind and within its range (the generic adapter knows
+    none: its controls are the entry's own word)."""
+    if spec.family not in (AUTO, families.GENERIC.name, *families.ADAPTERS):
+        raise ValueError(f"unknown family {spec.family!r}; known: {AUTO}, {families.GENERIC.name}, "
+                         f"{', '.join(families.ADAPTERS)}")
+    builders = [n for n, a in families.ADAPTERS.items() if a.build_tiny]
+    if spec.tiny and spec.family not in builders:
+        raise ValueError(f"a tiny entry needs a family with a tiny model builder: {', '.join(builders)}")
+    found = families.get(spec.family) if spec.family != AUTO else families.GENERIC
+    if found is families.GENERIC:
+        return
+    for setting in spec.controls:
+        offered = found.control(setting.kwarg)
+        if offered is None:
+            names = sorted(c.kwarg for c in found.controls) or "none"
+            raise ValueError(f"control kwarg {setting.kwarg!r} is not one of {found.name}'s: {names}")
+        if offered.kind != setting.kind:
+            raise ValueError(f"{setting.kwarg} is a {'checkbox (true/false)' if offered.kind == 'bool' else 'slider'}"
+                             f" in {found.name}")
+        low, high = offered.min, offered.max
+        if setting.kind == "int" and ((low is not None and (setting.min or 0) < low)
+                                      or (high is not None and (setting.max or 0) > high)):
+            raise ValueError(f"{setting.kwarg}: {setting.min}..{setting.max} goes beyond what {found.name} "
+                             f"takes ({low}..{high})")
+
+
+def load_registry(path: Path) -> Registry:
+    """``models.yaml`` read and checked, each entry against its family too (``check``)."""
+    return registry.load_registry(path, check)
+
+
+def spec_for_directory(models: Registry, directory: Path, *, trust_remote_code: bool = False,
+                       max_model_len: int | None = None) -> ModelSpec:
+    """A spec for a local model directory, as ``vllm serve DIR`` takes one: family ``auto`` (its config.json's
+    ``model_type`` picks the adapter); engine arguments and controls from the registry's model of that family (a
+    tiny one when the directory has no weight files: those load with random weights, vLLM's dummy format)."""
+    try:
+        model_type = json.loads((directory / "config.json").read_text()).get("model_type", "")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise RegistryError(f"{directory}: not a model directory (config.json: {exc})") from None
+    found = families.for_model_type(model_type)
+    has_weights = any(directory.glob("*.safetensors")) or any(directory.glob("*.bin"))
+    same_family = [m for m in models.models if m.family == found.name] if found is not families.GENERIC else []
+    template = next((m for m in same_family if m.tiny != has_weights), same_family[0] if same_family else None)
+    base = template.engine_args if template else EngineArgs()
+    engine_args = replace(base, trust_remote_code=trust_remote_code, max_model_len=max_model_len or base.max_model_len,
+                          load_format=None if has_weights else "dummy")
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", directory.resolve().name) or "local"
+    return ModelSpec(name=name, label=f"{directory}", family=AUTO, path=str(directory.resolve()),
+                     engine_args=engine_args, controls=without_defaults(template.controls) if template else (),
+                     sampling=template.sampling if template else Sampling())
+
+
+def spec_for_endpoint(models: Registry, endpoint: str, served_model_name: str, family: str | None = None,
+                      api_key_env: str | None = None) -> ModelSpec:
+    """A spec for a model on a remote vLLM server (``--endpoint URL --model SERVED_NAME``).
+
+    Family, controls and sampling come from the registry's entry whose name, repo or served name is
+    ``served_model_name``, else from its first entry of ``family``; with neither, the family is ``auto`` (resolved
+    from what the server says about the model when it is reached)."""
+    endpoint = registry.base_url(endpoint)
+    known = next((m for m in models.models if served_model_name in (m.name, m.repo, m.served_model_name)), None)
+    family = family or (known.family if known else AUTO)
+    template = known if known and known.family == family else next(
+        (m for m in models.models if m.family == family and family != AUTO), None)
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", served_model_name).lstrip("._-") or "remote"
+    try:
+        spec = ModelSpec(
+            name=name, label=f"{served_model_name} at {endpoint}", family=family, endpoint=endpoint,
+            served_model_name=served_model_name, api_key_env=api_key_env,
+            engine_args=EngineArgs(limit_mm_per_prompt=dict(template.engine_args.limit_mm_per_prompt))
+            if template else EngineArgs(),
+            controls=(template.controls if template is known else without_defaults(template.controls))
+            if template else (),
+            sampling=template.sampling if template else Sampling())
+        check(spec)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise RegistryError(f"--endpoint {endpoint}: {registry.where(err['loc'])}: "
+                            f"{err['msg'].removeprefix('Value error, ')}") from None
+    except ValueError as exc:
+        raise RegistryError(f"--endpoint {endpoint}: {exc}") from None
+    return spec

@@ -6,13 +6,12 @@ the file, the model and the key.
 
 from __future__ import annotations
 
-import json
 import re
 from urllib.parse import urlsplit
 from dataclasses import dataclass as std_dataclass
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -20,11 +19,11 @@ from pydantic import ConfigDict, Field, StrictBool, StrictInt, ValidationError, 
 from pydantic.dataclasses import dataclass
 
 from .errors import RegistryError, UnknownModelError
-from . import families
-from .families import AUTO, Adapter
 
 _STRICT = ConfigDict(extra="forbid")
 RANDOM_WEIGHTS = "random weights"
+AUTO = "auto"
+"""The ``family:`` value that means: the adapter matching the checkpoint's ``model_type``, else generic."""
 
 
 @dataclass(frozen=True, config=_STRICT)
@@ -157,7 +156,7 @@ class ModelSpec:
     """Unique key (CLI ``--model``, UI picker value)."""
     label: str
     """Name shown to people."""
-    family: str = AUTO
+    family: Annotated[str, Field(pattern=r"^[a-z0-9_]+$")] = AUTO
     """Family adapter name (``vlm_demo/families/``); ``auto``: the adapter matching the checkpoint's
     config.json ``model_type``, else ``generic`` (everything from vLLM)."""
     repo: str | None = None
@@ -195,14 +194,10 @@ class ModelSpec:
         if self.reasoning_parser is not None and self.endpoint is not None:
             raise ValueError("reasoning_parser belongs to the server's command line (--reasoning-parser), "
                              "not to an endpoint entry")
-        if self.family not in (AUTO, families.GENERIC.name, *families.ADAPTERS):
-            raise ValueError(f"unknown family {self.family!r}; known: {AUTO}, {families.GENERIC.name}, "
-                             f"{', '.join(families.ADAPTERS)}")
         if sum([self.repo is not None, self.path is not None, self.tiny, self.endpoint is not None]) != 1:
             raise ValueError("give exactly one of repo, path, tiny: true or endpoint")
-        if self.tiny and (self.family == AUTO or families.get(self.family).build_tiny is None):
-            raise ValueError("a tiny entry needs a family with a tiny model builder: "
-                             f"{', '.join(n for n, a in families.ADAPTERS.items() if a.build_tiny)}")
+        if self.tiny and self.family == AUTO:
+            raise ValueError("a tiny entry needs a family with a tiny model builder")
         if self.endpoint is not None:
             _check_remote(self)
         elif self.served_model_name is not None or self.api_key_env is not None:
@@ -210,8 +205,6 @@ class ModelSpec:
         kwargs = [c.kwarg for c in self.controls]
         if len(set(kwargs)) != len(kwargs):
             raise ValueError("a control kwarg appears twice")
-        if self.family != AUTO:
-            check_controls(self.controls, families.get(self.family))
         return self
 
     @property
@@ -320,26 +313,6 @@ def flat_kwargs(nested: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_controls(controls: tuple[ControlSetting, ...], adapter: Adapter) -> None:
-    """Each control must be one the family offers, of the same kind, within its range (the generic
-    adapter knows none: its controls are the entry's own word)."""
-    if adapter is families.GENERIC:
-        return
-    for setting in controls:
-        offered = adapter.control(setting.kwarg)
-        if offered is None:
-            names = sorted(c.kwarg for c in adapter.controls) or "none"
-            raise ValueError(f"control kwarg {setting.kwarg!r} is not one of {adapter.name}'s: {names}")
-        if offered.kind != setting.kind:
-            raise ValueError(f"{setting.kwarg} is a {'checkbox (true/false)' if offered.kind == 'bool' else 'slider'}"
-                             f" in {adapter.name}")
-        low, high = offered.min, offered.max
-        if setting.kind == "int" and ((low is not None and (setting.min or 0) < low)
-                                      or (high is not None and (setting.max or 0) > high)):
-            raise ValueError(f"{setting.kwarg}: {setting.min}..{setting.max} goes beyond what {adapter.name} "
-                             f"takes ({low}..{high})")
-
-
 def check_reasoning_parser(name: str) -> None:
     """Raise ``ValueError`` unless ``name`` is one of vLLM's reasoning parsers (``ReasoningParserManager``)."""
     from vllm.reasoning import ReasoningParserManager
@@ -402,61 +375,8 @@ class Registry:
         """A copy with ``spec`` added (a local model directory given on the command line)."""
         return Registry(self.path, (*[m for m in self.models if m.name != spec.name], spec))
 
-    def spec_for_directory(self, directory: Path, *, trust_remote_code: bool = False,
-                           max_model_len: int | None = None) -> ModelSpec:
-        """A spec for a local model directory, as ``vllm serve DIR`` takes one.
 
-        The family adapter comes from config.json's ``model_type`` (the generic one when no adapter
-        matches); engine arguments and controls from this registry's model of that family (a tiny one
-        when the directory has no weight files: those load with random weights, vLLM's dummy format).
-        """
-        config_file = directory / "config.json"
-        try:
-            model_type = json.loads(config_file.read_text()).get("model_type", "")
-        except (OSError, ValueError) as exc:
-            raise RegistryError(f"{directory}: not a model directory (config.json: {exc})") from None
-        adapter = families.for_model_type(model_type)
-        has_weights = any(directory.glob("*.safetensors")) or any(directory.glob("*.bin"))
-        same_family = [m for m in self.models if m.family == adapter.name] if adapter is not families.GENERIC else []
-        template = next((m for m in same_family if m.tiny != has_weights), same_family[0] if same_family else None)
-        base = template.engine_args if template else EngineArgs()
-        engine_args = replace(base, trust_remote_code=trust_remote_code,
-                              max_model_len=max_model_len or base.max_model_len,
-                              load_format=None if has_weights else "dummy")
-        name = re.sub(r"[^A-Za-z0-9._-]", "-", directory.resolve().name) or "local"
-        return ModelSpec(name=name, label=f"{directory}", family=adapter.name, path=str(directory.resolve()),
-                         engine_args=engine_args, controls=_unset(template.controls) if template else (),
-                         sampling=template.sampling if template else Sampling())
-
-    def spec_for_endpoint(self, endpoint: str, served_model_name: str, family: str | None = None,
-                          api_key_env: str | None = None) -> ModelSpec:
-        """A spec for a model on a remote vLLM server (``--endpoint URL --model SERVED_NAME``).
-
-        Family, controls and sampling come from this registry's entry whose name, repo or served name
-        is ``served_model_name``, else from its first entry of ``family``; with neither, the family is
-        ``auto`` (resolved from what the server says about the model when it is reached).
-        """
-        endpoint = base_url(endpoint)
-        known = next((m for m in self.models if served_model_name in (m.name, m.repo, m.served_model_name)), None)
-        family = family or (known.family if known else AUTO)
-        template = known if known and known.family == family else next(
-            (m for m in self.models if m.family == family and family != AUTO), None)
-        name = re.sub(r"[^A-Za-z0-9._-]", "-", served_model_name).lstrip("._-") or "remote"
-        try:
-            return ModelSpec(
-                name=name, label=f"{served_model_name} at {endpoint}", family=family, endpoint=endpoint,
-                served_model_name=served_model_name, api_key_env=api_key_env,
-                engine_args=EngineArgs(limit_mm_per_prompt=dict(template.engine_args.limit_mm_per_prompt))
-                if template else EngineArgs(),
-                controls=(template.controls if template is known else _unset(template.controls)) if template else (),
-                sampling=template.sampling if template else Sampling())
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise RegistryError(f"--endpoint {endpoint}: {_where(err['loc'])}: "
-                                f"{err['msg'].removeprefix('Value error, ')}") from None
-
-
-def _unset(controls: tuple[ControlSetting, ...]) -> tuple[ControlSetting, ...]:
+def without_defaults(controls: tuple[ControlSetting, ...]) -> tuple[ControlSetting, ...]:
     """Controls borrowed from another entry of the family, without its defaults: a checkpoint it was not
     written for keeps its own processor settings until the user moves a control."""
     return tuple(replace(c, default=None) for c in controls)
@@ -468,12 +388,13 @@ def base_url(endpoint: str) -> str:
     return url.removesuffix("/v1") if url.endswith("/v1") else url
 
 
-def _where(loc: tuple[object, ...]) -> str:
+def where(loc: tuple[object, ...]) -> str:
     return ".".join(str(part) for part in loc) or "(entry)"
 
 
-def parse_registry(text: str, path: Path) -> Registry:
-    """Parse and validate the YAML text of a registry file."""
+def parse_registry(text: str, path: Path, check: Callable[[ModelSpec], None] | None = None) -> Registry:
+    """Parse and validate the YAML text of a registry file; ``check`` (``ValueError``: bad) checks each entry
+    beyond its own fields (``profile.check``: against its family adapter)."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -489,7 +410,7 @@ def parse_registry(text: str, path: Path) -> Registry:
             spec = ModelSpec(**entry)
         except ValidationError as exc:
             err = exc.errors()[0]
-            key = _where(err["loc"])
+            key = where(err["loc"])
             msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "unexpected_keyword_argument":
                 msg = "unknown key"
@@ -499,6 +420,11 @@ def parse_registry(text: str, path: Path) -> Registry:
             raise RegistryError(f"{path}: model '{name}': key '{key}': {msg}") from None
         except TypeError as exc:  # e.g. a non-string key
             raise RegistryError(f"{path}: model '{name}': {exc}") from None
+        if check is not None:
+            try:
+                check(spec)
+            except ValueError as exc:
+                raise RegistryError(f"{path}: model '{name}': {exc}") from None
         if spec.name in {m.name for m in models}:
             raise RegistryError(f"{path}: model '{name}': key 'name': duplicate name")
         if spec.path is not None and not Path(spec.path).is_absolute():
@@ -509,10 +435,10 @@ def parse_registry(text: str, path: Path) -> Registry:
     return Registry(path, tuple(models))
 
 
-def load_registry(path: Path) -> Registry:
-    """Read and validate ``path``."""
+def load_registry(path: Path, check: Callable[[ModelSpec], None] | None = None) -> Registry:
+    """Read and validate ``path`` (``check``: as ``parse_registry`` takes it)."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse_registry(text, path)
+    return parse_registry(text, path, check)

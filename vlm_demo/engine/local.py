@@ -30,7 +30,7 @@ from .. import families
 from ..errors import EngineBusyError, EngineDiedError, EngineStartError, InputError, VlmDemoError
 from ..families import Adapter, ItemGeometry, no_geometry
 from ..profile import Profile, profile, remember_derived
-from ..registry import EngineArgs, ModelSpec, Sampling
+from ..registry import AUTO, EngineArgs, ModelSpec, Sampling
 from ..settings import RENDERERS_KEPT, Settings
 from ..tiny_models import tiny_model_dir
 from .reasoning import ReasoningSplit, reasoning_parser_class
@@ -992,7 +992,7 @@ def resolve_adapter(spec: ModelSpec, model_dir: str) -> Adapter:
     """The entry's family adapter (its profile's, read again from ``model_dir``, the directory the engine
     starts from); a ``family: auto`` entry whose directory has no readable config.json cannot start."""
     found = profile(spec, model_dir)
-    if spec.family == families.AUTO and found.model_type is None:
+    if spec.family == AUTO and found.model_type is None:
         raise EngineStartError(f"could not start {spec.name}: {model_dir} has no readable config.json with a "
                                "model_type")
     return found.adapter

@@ -24,10 +24,10 @@ from typing import Any
 import httpx
 
 from ..errors import InputError, RemoteError
-from ..families import AUTO, ItemGeometry, no_geometry
+from ..families import ItemGeometry, no_geometry
 from ..profile import profile
 from ..media import png_data_url
-from ..registry import ModelSpec, Sampling, base_url
+from ..registry import AUTO, ModelSpec, Sampling, base_url
 from ..settings import Settings
 from .runs import text_segments, token_runs, without_other_specials
 from .types import ItemRange, RenderedPrompt, TokenDelta

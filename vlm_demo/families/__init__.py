@@ -10,13 +10,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from ..registry import AUTO
 from .base import Adapter, Control, ItemGeometry, KnownCount, no_geometry
 
 __all__ = ["ADAPTERS", "AUTO", "GENERIC", "Adapter", "Control", "ItemGeometry", "KnownCount", "for_model_type",
            "get", "no_geometry"]
-
-AUTO = "auto"
-"""The ``family:`` value that means: the adapter matching the checkpoint's ``model_type``, else generic."""
 
 GENERIC = Adapter(name="generic", title="any vLLM model")
 """The adapter of models with none of their own: placeholders, feature tokens and ranges come from vLLM."""
