@@ -15,7 +15,7 @@ import pytest
 
 from vlm_demo.profile import profile
 
-from vlm_demo import families
+from vlm_demo import families, tiny_models
 from vlm_demo.registry import load_registry
 from vlm_demo.service import ChatRequest, Turn, to_openai_messages
 from vlm_demo.profile import spec_for_directory
@@ -43,9 +43,19 @@ def image_counts(rendered) -> list[int]:
 
 def test_every_adapter_has_a_tiny_model_and_known_counts():
     for name, adapter in families.ADAPTERS.items():
-        assert adapter.build_tiny and adapter.known_counts.get("image"), name
+        assert name in tiny_models.FAMILIES and adapter.known_counts.get("image"), name
         assert name in TINY, f"models.yaml has no tiny entry for {name}"
         assert adapter.model_types and adapter.feature_tokens.get("image"), name
+    assert tiny_models.FAMILIES <= set(families.ADAPTERS)  # a builder of no family would build for nothing
+
+
+def test_the_adapters_do_not_import_transformers():
+    """The families are what the app knows of each family; the tiny models' builders (``vlm_demo.tiny_models``)
+    bring transformers, and knowing which families have one imports none of them."""
+    code = ("import sys, vlm_demo.families, vlm_demo.profile, vlm_demo.tiny_models; "
+            "found = [m for m in ('transformers', 'tokenizers') if m in sys.modules]; "
+            "assert not found, f'{found} imported'")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
 
 
 @pytest.mark.parametrize(("family", "case"), CASES)

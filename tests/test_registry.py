@@ -37,9 +37,9 @@ def test_project_registry_has_the_seed_models(registry):
     repos = {m.repo for m in registry.models if m.repo}
     assert {"OpenGVLab/InternVL2_5-1B-MPO", "AIDC-AI/Ovis2-2B", "llava-hf/llava-1.5-7b-hf",
             "Qwen/Qwen2.5-VL-3B-Instruct"} <= repos
-    from vlm_demo import families
+    from vlm_demo import tiny_models
 
-    with_tiny = sorted(n for n, a in families.ADAPTERS.items() if a.build_tiny)
+    with_tiny = sorted(tiny_models.FAMILIES)
     # every family has its tiny entry (a thinking variant reuses its family's tiny model)
     assert sorted(m.family for m in registry.models if m.tiny and m.reasoning_parser is None) == with_tiny
     assert {m.family for m in registry.models if m.repo} >= set(with_tiny)  # and a real checkpoint entry

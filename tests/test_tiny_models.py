@@ -1,5 +1,5 @@
-"""The tiny offline models, one per family adapter that has a builder: built in seconds, deterministic,
-loadable, with the family's tokens."""
+"""The tiny offline models, one per family that ``vlm_demo.tiny_models`` has a builder for: built in seconds,
+deterministic, loadable, with the family's tokens."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from transformers import AutoConfig, AutoTokenizer
 
-from vlm_demo import families
+from vlm_demo import families, tiny_models
 from vlm_demo.tiny_models import tiny_model_dir
 
-WITH_TINY = sorted(name for name, adapter in families.ADAPTERS.items() if adapter.build_tiny)
+WITH_TINY = sorted(tiny_models.FAMILIES)
 
 
 def files(directory: Path) -> dict[str, bytes]:
@@ -22,7 +22,7 @@ def files(directory: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("family", WITH_TINY)
 def test_builds_fast_and_deterministically(family, tmp_path):
-    build = families.get(family).build_tiny
+    build = tiny_models.builder(family)
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
     t0 = time.perf_counter()

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import families, registry
+from . import families, registry, tiny_models
 from .errors import RegistryError
 from .families import Adapter
 from .families.grounding import Grounding
@@ -223,9 +223,9 @@ def check(spec: ModelSpec) -> None:
     if spec.family not in (AUTO, families.GENERIC.name, *families.ADAPTERS):
         raise ValueError(f"unknown family {spec.family!r}; known: {AUTO}, {families.GENERIC.name}, "
                          f"{', '.join(families.ADAPTERS)}")
-    builders = [n for n, a in families.ADAPTERS.items() if a.build_tiny]
-    if spec.tiny and spec.family not in builders:
-        raise ValueError(f"a tiny entry needs a family with a tiny model builder: {', '.join(builders)}")
+    if spec.tiny and spec.family not in tiny_models.FAMILIES:
+        builders = ", ".join(sorted(tiny_models.FAMILIES))
+        raise ValueError(f"a tiny entry needs a family with a tiny model builder: {builders}")
     found = families.get(spec.family) if spec.family != AUTO else families.GENERIC
     if found is families.GENERIC:
         return

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from PIL import Image
@@ -141,8 +140,6 @@ class Adapter:
     """The chat template's output from the decoded expanded prompt (each item's expansion back to its
     placeholder), for families whose expansion merges into the text around it (Gemma 3's newlines): a
     remote server gives ids only. None: each item's range stands for its placeholder."""
-    build_tiny: Callable[[Path], None] | None = None
-    """Writes a tiny offline model of this family (config, tokenizer, processor, template) into a folder."""
     known_counts: Mapping[str, tuple[KnownCount, ...]] = field(default_factory=dict)
     """Per modality, feature-token counts of the real checkpoint, asserted on the tiny model by the tests."""
 

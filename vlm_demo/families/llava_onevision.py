@@ -8,29 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from PIL import Image
-from transformers import (
-    LlavaOnevisionConfig,
-    LlavaOnevisionImageProcessor,
-    LlavaOnevisionProcessor,
-    LlavaOnevisionVideoProcessor,
-    Qwen2Config,
-    SiglipVisionConfig,
-)
 
-from ..tiny_models.common import (
-    LM_HEADS,
-    LM_HIDDEN,
-    LM_INTERMEDIATE,
-    LM_KV_HEADS,
-    LM_LAYERS,
-    build_tokenizer,
-    padded_vocab_size,
-    token_id,
-)
 from .base import Adapter, ItemGeometry, KnownCount
 
 TILE = 384
@@ -41,24 +22,6 @@ MAX_TILES = 9
 """``anyres_max_9``: tile features above ~9 tiles' worth are pooled down."""
 PINPOINTS = [[h, w] for h in range(TILE, 6 * TILE + 1, TILE) for w in range(TILE, 6 * TILE + 1, TILE)]
 """``image_grid_pinpoints`` of the real checkpoint: (height, width), 1x1 to 6x6 tiles of 384 px."""
-
-# chat_template.json of the llava-hf OneVision checkpoints, as transformers' conversion script
-# (models/llava_onevision/convert_llava_onevision_weights_to_hf.py) writes it. Images go first,
-# as "<image>\n", so the content format is "openai".
-CHAT_TEMPLATE = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n'}}{# Render all images first #}"
-    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}{{ '<image>\n' }}"
-    "{% endfor %}{# Render all video then #}{% for content in message['content'] | selectattr('type', "
-    "'equalto', 'video') %}{{ '<video>\n' }}{% endfor %}{# Render all text next #}{% if message['role'] != "
-    "'assistant' %}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
-    "{{ content['text'] }}{% endfor %}{% else %}{% for content in message['content'] | selectattr('type', "
-    "'equalto', 'text') %}{% generation %}{{ content['text'] }}{% endgeneration %}{% endfor %}{% endif %}"
-    "{{'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
-
-#: Added tokens of the real tokenizer: Qwen2-0.5B-Instruct's three (ids 151643-151645), then the
-#: conversion's <image> (151646, config image_token_index) and <video> (151647, video_token_index).
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<video>"]
 
 
 def _best_resolution(height: int, width: int, pinpoints: list[list[int]]) -> tuple[int, int]:
@@ -126,48 +89,6 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
     return ItemGeometry(image.size, (best_w, best_h), (rows, cols), True)
 
 
-def build(out: Path) -> None:
-    """Write a tiny LLaVA-OneVision model directory (real processor geometry, tiny towers) into ``out``."""
-    tokenizer = build_tokenizer(SPECIAL_TOKENS, bos=None, eos="<|im_end|>", pad="<|endoftext|>",
-                                chat_template=CHAT_TEMPLATE)
-    siglip = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 3,
-              "size": {"height": TILE, "width": TILE}}
-    processor = LlavaOnevisionProcessor(
-        image_processor=LlavaOnevisionImageProcessor(image_grid_pinpoints=PINPOINTS, do_pad=True, **siglip),
-        video_processor=LlavaOnevisionVideoProcessor(**siglip),
-        tokenizer=tokenizer,
-        num_image_tokens=(TILE // PATCH) ** 2,
-        vision_feature_select_strategy="full",
-        vision_aspect_ratio=f"anyres_max_{MAX_TILES}",
-        chat_template=CHAT_TEMPLATE,
-    )
-    config = LlavaOnevisionConfig(
-        vision_config=SiglipVisionConfig(
-            hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
-            image_size=TILE, patch_size=PATCH, vision_use_head=False,
-        ).to_dict(),
-        text_config=Qwen2Config(
-            hidden_size=LM_HIDDEN, intermediate_size=LM_INTERMEDIATE, num_hidden_layers=LM_LAYERS,
-            num_attention_heads=LM_HEADS, num_key_value_heads=LM_KV_HEADS,
-            vocab_size=padded_vocab_size(tokenizer), max_position_embeddings=32768,
-            bos_token_id=token_id(tokenizer, "<|endoftext|>"), eos_token_id=token_id(tokenizer, "<|im_end|>"),
-            tie_word_embeddings=False,
-        ).to_dict(),
-        image_token_index=token_id(tokenizer, "<image>"),
-        video_token_index=token_id(tokenizer, "<video>"),
-        vision_feature_layer=-1,
-        vision_feature_select_strategy="full",
-        image_grid_pinpoints=PINPOINTS,
-        vision_aspect_ratio=f"anyres_max_{MAX_TILES}",
-        projector_hidden_act="gelu",
-        multimodal_projector_bias=True,
-        tie_word_embeddings=False,
-    )
-    config.architectures = ["LlavaOnevisionForConditionalGeneration"]
-    config.save_pretrained(out)
-    processor.save_pretrained(out)
-
-
 _SOURCE = ("transformers 5.19 LlavaOnevisionProcessor on the real values (num_image_tokens 729, "
            "vision_feature_select_strategy full, anyres_max_9, the 36 pinpoints; vLLM 0.32 renders the same): ")
 
@@ -180,7 +101,6 @@ ADAPTER = Adapter(
     controls=(),
     geometry={"image": geometry, "video": video_geometry},
     geometry_from_count={"image": geometry_from_count},
-    build_tiny=build,
     known_counts={"image": (
         KnownCount((640, 480), 2929, _SOURCE + "2x2 tiles (768x768), unpadded to 40x54 + 40 newlines + 729 base"),
         KnownCount((320, 320), 1485, _SOURCE + "1x1 tile (384x384), 27x27 + 27 newlines + 729 base"),

@@ -13,63 +13,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
 from .base import Adapter, Control, ItemGeometry, KnownCount
-from ..tiny_models.common import (
-    LM_HEADS,
-    LM_HIDDEN,
-    LM_INTERMEDIATE,
-    LM_KV_HEADS,
-    LM_LAYERS,
-    build_tokenizer,
-    padded_vocab_size,
-    token_id,
-    write_json,
-)
-
-# The chat template of HuggingFaceTB/SmolVLM2-2.2B-Instruct (the SmolVLM one: no system prompt, role
-# names capitalized, ":" with no space before a leading image). Content format "openai": each image part
-# renders as "<image>". transformers swaps in a variant with a '<video>' branch only for video input.
-CHAT_TEMPLATE = (
-    "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}"
-    "{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}"
-    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}"
-    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n"
-    "{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
-)
-
-#: The tokenizer's special tokens, in id order: SmolLM2's 17 (ids 0-16), then the 128 SmolVLM adds
-#: (ids 49152-49279: ``<global-img>``, the 36 ``<row_i_col_j>``, ``<fake_token_around_image>``,
-#: ``<image>``, 88 reserved tokens, ``<end_of_utterance>``).
-SPECIAL_TOKENS = [
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>", "<reponame>", "<file_sep>", "<filename>",
-    "<gh_stars>", "<issue_start>", "<issue_comment>", "<issue_closed>", "<jupyter_start>", "<jupyter_text>",
-    "<jupyter_code>", "<jupyter_output>", "<jupyter_script>", "<empty_output>",
-    "<global-img>", *(f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)),
-    "<fake_token_around_image>", "<image>", *(f"<|reserved_special_token_{i}|>" for i in range(88)),
-    "<end_of_utterance>",
-]
-
-#: The tokenizer's named media tokens (tokenizer_config.json ``extra_special_tokens``).
-MEDIA_TOKENS = {
-    "fake_image_token": "<fake_token_around_image>", "image_token": "<image>",
-    "global_image_token": "<global-img>", "end_of_utterance_token": "<end_of_utterance>",
-}
-
-#: The checkpoint's preprocessor_config.json (SmolVLMImageProcessor).
-PREPROCESSOR_CONFIG = {
-    "do_convert_rgb": True, "do_image_splitting": True, "do_normalize": True, "do_pad": True,
-    "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
-    "image_processor_type": "SmolVLMImageProcessor", "max_image_size": {"longest_edge": 384},
-    "processor_class": "SmolVLMProcessor", "resample": 1, "rescale_factor": 0.00392156862745098,
-    "size": {"longest_edge": 1536},
-    "video_sampling": {"fps": 1, "max_frames": 64, "video_size": {"longest_edge": 384}},
-}
-
 
 @dataclass(frozen=True)
 class Tiling:
@@ -167,50 +115,12 @@ def geometry_from_count(count: int, image: Image.Image, mm_kwargs: Mapping[str, 
     return None
 
 
-def build(out: Path) -> None:
-    """Write a tiny SmolVLM2-2.2B-Instruct-shaped model directory into ``out``."""
-    tokenizer = build_tokenizer(SPECIAL_TOKENS, bos="<|im_start|>", eos="<end_of_utterance>", pad="<|im_end|>",
-                                unk="<|endoftext|>", chat_template=CHAT_TEMPLATE,
-                                extra={"extra_special_tokens": MEDIA_TOKENS})
-    vocab = padded_vocab_size(tokenizer)
-    config = {
-        "architectures": ["SmolVLMForConditionalGeneration"],
-        "model_type": "smolvlm",
-        "image_token_id": token_id(tokenizer, "<image>"),
-        "pad_token_id": token_id(tokenizer, "<|im_end|>"),
-        "scale_factor": 3,
-        "tie_word_embeddings": False,
-        "vocab_size": vocab,
-        "dtype": "bfloat16",
-        "text_config": {
-            "architectures": ["VLlama3ForCausalLM"], "model_type": "llama", "hidden_size": LM_HIDDEN,
-            "intermediate_size": LM_INTERMEDIATE, "num_hidden_layers": LM_LAYERS,
-            "num_attention_heads": LM_HEADS, "num_key_value_heads": LM_KV_HEADS,
-            "head_dim": LM_HIDDEN // LM_HEADS, "max_position_embeddings": 16384, "rms_norm_eps": 1e-05,
-            "rope_theta": 273768.0, "vocab_size": vocab, "tie_word_embeddings": False,
-            "bos_token_id": token_id(tokenizer, "<|im_start|>"),
-            "eos_token_id": token_id(tokenizer, "<end_of_utterance>"),
-            "pad_token_id": token_id(tokenizer, "<|im_end|>"),
-        },
-        # The real tower: 1152 wide, 27 layers, 16 heads; the tile geometry is kept (384 px, patch 14).
-        "vision_config": {
-            "model_type": "smolvlm_vision", "hidden_size": 128, "intermediate_size": 256,
-            "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 384, "patch_size": 14,
-            "max_image_size": {"longest_edge": 384}, "size": {"longest_edge": 1536},
-        },
-    }
-    write_json(out / "config.json", config)
-    write_json(out / "preprocessor_config.json", PREPROCESSOR_CONFIG)
-    write_json(out / "processor_config.json", {"image_seq_len": 81, "processor_class": "SmolVLMProcessor"})
-    tokenizer.save_pretrained(out)
-
-
 ADAPTER = Adapter(
     name="smolvlm", title="SmolVLM2 / Idefics3", model_types=("smolvlm", "idefics3"),
     feature_tokens={"image": "<image>"}, placeholders={"image": "<image>"},
     controls=(Control("do_image_splitting", label="do_image_splitting (384 px tiles + global view)", kind="bool", default=True),),
     ranges_from_ids=False,  # an image's range holds one <image> run per tile, with row tokens between
-    geometry={"image": geometry}, geometry_from_count={"image": geometry_from_count}, build_tiny=build,
+    geometry={"image": geometry}, geometry_from_count={"image": geometry_from_count},
     known_counts={"image": (
         KnownCount((640, 480), 1053, "640x480 -> 1536x1152 (size.longest_edge 1536) -> 3x4 tiles of 384 "
                    "(max_image_size 384) + global = 13 x 81 (image_seq_len; 384/14=27 patches, pixel shuffle 3)"),

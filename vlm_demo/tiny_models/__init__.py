@@ -1,39 +1,71 @@
-"""Tiny offline models, built once into a cache folder by their family adapter's ``build_tiny``.
+"""Tiny offline models: which families have one, and each built once into a cache folder by its builder.
 
-Each keeps its family's real image processing (sizes, patches, tiles, special tokens), so image
-token counts equal the real checkpoints'; weights are random (vLLM's ``load_format="dummy"``).
+One module per family in this package (named as the family, with ``build(out)``) writes the model; this package
+finds them by their file names, so knowing which families it builds imports no builder (and no transformers).
+Each keeps its family's real image processing (sizes, patches, tiles, special tokens), so image token counts
+equal the real checkpoints'; weights are random (vLLM's ``load_format="dummy"``).
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib
+import importlib.util
 import os
+import pkgutil
 import shutil
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 _HERE = Path(__file__).parent
+_SHARED = ("__init__", "common")
+
+FAMILIES: frozenset[str] = frozenset(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _SHARED)
+"""The families this package builds a tiny model of (its builder modules' names)."""
+
+
+def builder(family: str) -> Callable[[Path], None]:
+    """The function that writes ``family``'s tiny model into a folder; ``KeyError`` for a family with none."""
+    if family not in FAMILIES:
+        raise KeyError(f"no tiny model for family {family!r}; known: {', '.join(sorted(FAMILIES))}")
+    return importlib.import_module(f"{__name__}.{family}").build
+
+
+def _origin(name: str) -> Path | None:
+    """The file of module ``name`` (None: not a module of this project, or an attribute, not a module)."""
+    try:
+        spec = importlib.util.find_spec(name) if name.startswith("vlm_demo.") else None
+    except ModuleNotFoundError:  # ``package.module.CONSTANT``
+        return None
+    return Path(spec.origin).resolve() if spec is not None and spec.origin else None
+
+
+def _sources(module_name: str) -> list[Path]:
+    """The builder module's file and those of the project modules it imports from (the family's facts)."""
+    origin = _origin(module_name)
+    assert origin is not None, module_name
+    found = {origin, *((_HERE / f"{name}.py").resolve() for name in _SHARED)}
+    package = module_name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(origin.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            found |= {path for name in [base, *(f"{base}.{a.name}" for a in node.names)] if (path := _origin(name))}
+    return sorted(found)
 
 
 def _source_hash(family: str) -> str:
-    """Hash of the adapter module and the shared helpers, so an edited builder builds into a fresh folder."""
-    from ..families import get
-
-    h = hashlib.sha256()
-    module_file = Path(sys.modules[get(family).build_tiny.__module__].__file__ or "")
-    for path in sorted({module_file, *_HERE.glob("*.py")}):
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    """Hash of the builder, the family facts it imports and the shared helpers, so an edited builder builds into
+    a fresh folder."""
+    h, root = hashlib.sha256(), _HERE.parent.resolve()
+    for path in _sources(f"{__name__}.{family}"):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:12]
 
 
 def tiny_model_dir(family: str, cache_dir: Path) -> Path:
     """Build the tiny ``family`` model under ``cache_dir`` once (atomically) and return its path."""
-    from ..families import ADAPTERS
-
-    adapter = ADAPTERS.get(family)
-    if adapter is None or adapter.build_tiny is None:
-        raise KeyError(f"no tiny model for family {family!r}; known: "
-                       f"{', '.join(n for n, a in ADAPTERS.items() if a.build_tiny)}")
+    build = builder(family)
     dest = cache_dir / f"tiny-{family}-{_source_hash(family)}"
     if (dest / ".complete").exists():
         return dest
@@ -41,7 +73,7 @@ def tiny_model_dir(family: str, cache_dir: Path) -> Path:
     tmp = cache_dir / f".building-{dest.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    adapter.build_tiny(tmp)
+    build(tmp)
     (tmp / ".complete").touch()
     try:
         os.rename(tmp, dest)

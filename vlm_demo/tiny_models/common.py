@@ -1,4 +1,5 @@
-"""Shared pieces of the tiny offline models: a byte-level tokenizer and small JSON writers.
+"""Shared pieces of the tiny offline models: their sizes, the token sets several families share, a byte-level
+tokenizer and a stable JSON writer.
 
 Every tiny model is a directory with config, tokenizer, processor config and chat template only;
 vLLM gives it random weights (``load_format="dummy"``). Building one needs no network.
@@ -7,6 +8,7 @@ vLLM gives it random weights (``load_format="dummy"``). Building one needs no ne
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,28 @@ LM_HEADS = 2
 LM_KV_HEADS = 1
 LM_LAYERS = 2
 LM_INTERMEDIATE = 256
+LM_HEAD_DIM = LM_HIDDEN // LM_HEADS
+#: The same as transformers' language-model configs name them (``Qwen2Config(**LM_SIZES, ...)``).
+LM_SIZES: dict[str, int] = {
+    "hidden_size": LM_HIDDEN, "intermediate_size": LM_INTERMEDIATE, "num_hidden_layers": LM_LAYERS,
+    "num_attention_heads": LM_HEADS, "num_key_value_heads": LM_KV_HEADS,
+}
+
+#: Sizes of the tiny vision towers (head size 64; each family keeps its real image size and patch size).
+VISION_HIDDEN = 128
+VISION_INTERMEDIATE = 256
+VISION_HEADS = 2
+VISION_LAYERS = 2
+#: The same as ViT-style vision configs name them (CLIP, SigLIP, InternViT, AIMv2, ...).
+VISION_SIZES: dict[str, int] = {
+    "hidden_size": VISION_HIDDEN, "intermediate_size": VISION_INTERMEDIATE, "num_hidden_layers": VISION_LAYERS,
+    "num_attention_heads": VISION_HEADS,
+}
+
+#: CLIP's image normalisation (OpenAI's mean and std), which several families' processors keep.
+CLIP_NORMALIZE: dict[str, list[float]] = {
+    "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+}
 
 #: The special added tokens of Qwen2 / Qwen2.5 tokenizers (ids 151643-151656 in the real vocabulary).
 QWEN2_SPECIAL_TOKENS = [
@@ -33,6 +57,19 @@ QWEN2_5_ADDED_TOKENS = [
     "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
     "<|repo_name|>", "<|file_sep|>",
 ]
+
+#: Qwen3's added tokens after the Qwen2 special ones (ids 151657-151668 in the real vocabulary), all
+#: ``special: false`` in the checkpoints' tokenizers: Qwen2.5's eight, then tool responses and thinking.
+QWEN3_PLAIN_TOKENS = [*QWEN2_5_ADDED_TOKENS, "<tool_response>", "</tool_response>", "<think>", "</think>"]
+
+#: The Qwen-VL configs' token fields (Qwen2-VL and Qwen2.5-VL also name ``vision_token_id``: ``<|vision_pad|>``).
+QWEN_VL_TOKEN_FIELDS = {
+    "image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
+    "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>",
+}
+
+#: InternVL's special tokens (after its language model's; ids 151665-151673 with Qwen2.5's vocabulary).
+INTERNVL_TOKENS = ["<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>", "<ref>", "</ref>", "<box>", "</box>"]
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -92,6 +129,11 @@ def token_id(tokenizer: PreTrainedTokenizerFast, token: str) -> int:
     ids = tokenizer.convert_tokens_to_ids([token])
     assert ids[0] is not None and ids[0] != tokenizer.unk_token_id, token
     return ids[0]
+
+
+def token_ids(tokenizer: PreTrainedTokenizerFast, fields: Mapping[str, str]) -> dict[str, int]:
+    """Config fields naming a token -> that token's id (``{"image_token_id": "<|image_pad|>"}``)."""
+    return {field: token_id(tokenizer, token) for field, token in fields.items()}
 
 
 def padded_vocab_size(tokenizer: PreTrainedTokenizerFast, multiple: int = 64) -> int:
