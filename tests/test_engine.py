@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from vlm_demo.engine.local import cpu_preload
+from vlm_demo.families.internvl_tiling import chat_grids, closest_grid
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Rendered, Turn
 
@@ -34,18 +35,10 @@ def qwen_tokens(width: int, height: int, min_pixels: int, max_pixels: int) -> in
 
 
 def internvl_tiles(width: int, height: int, min_num: int = 1, max_num: int = 12) -> int:
-    """InternVL's dynamic_preprocess: the closest aspect-ratio grid of 448 px tiles, plus a thumbnail."""
-    ratios = sorted({(i, j) for n in range(min_num, max_num + 1) for i in range(1, n + 1)
-                     for j in range(1, n + 1) if min_num <= i * j <= max_num}, key=lambda r: r[0] * r[1])
-    aspect = width / height
-    best, best_diff = (1, 1), float("inf")
-    for r in ratios:
-        diff = abs(aspect - r[0] / r[1])
-        if diff < best_diff:
-            best, best_diff = r, diff
-        elif diff == best_diff and width * height > 0.5 * 448 * 448 * r[0] * r[1]:
-            best = r
-    tiles = best[0] * best[1]
+    """InternVL's dynamic_preprocess: the closest aspect-ratio grid of 448 px tiles (the family's one search),
+    plus a thumbnail."""
+    cols, rows = closest_grid(width, height, chat_grids(min_num, max_num), 448)
+    tiles = cols * rows
     return tiles + (1 if tiles > 1 else 0)
 
 
