@@ -58,6 +58,27 @@ def test_the_adapters_do_not_import_transformers():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
 
 
+def test_the_internvl_tile_search_is_each_processors():
+    """The one tile-grid search over each format's candidate grids gives what vLLM's ``internvl_chat`` processor
+    and transformers' GotOcr2 (HF-format InternVL) give, ties included: they list the candidates in different
+    orders, so a tie between two grids of the same tile count goes differently (10x1 and 5x2 here)."""
+    from transformers.models.got_ocr2.image_processing_got_ocr2 import get_optimal_tiled_canvas
+    from vllm.transformers_utils.processors.internvl import find_closest_aspect_ratio, get_internvl_target_ratios
+
+    from vlm_demo.families.internvl_tiling import chat_grids, closest_grid, hf_grids
+
+    assert closest_grid(2500, 400, chat_grids(10, 11), 448) == (10, 1)
+    assert closest_grid(2500, 400, hf_grids(10, 11), 448) == (5, 2)
+    sizes = [(w, h) for w in range(100, 3001, 150) for h in range(100, 3001, 150)] + [(2500, 400), (640, 480)]
+    for low, high in [(1, 12), (1, 40), (10, 11), (6, 6), (2, 5)]:
+        for w, h in sizes:
+            vllm_grid = find_closest_aspect_ratio(w / h, get_internvl_target_ratios(low, high), width=w, height=h,
+                                                  image_size=448)
+            assert closest_grid(w, h, chat_grids(low, high), 448) == vllm_grid, (w, h, low, high)
+            hf_grid = get_optimal_tiled_canvas((h, w), (448, 448), low, high)
+            assert closest_grid(w, h, hf_grids(low, high), 448) == tuple(hf_grid), (w, h, low, high)
+
+
 @pytest.mark.parametrize(("family", "case"), CASES)
 async def test_tiny_model_gives_the_real_checkpoints_count(renderer, family, case):
     adapter = families.get(family)
