@@ -45,7 +45,15 @@ from pathlib import Path
 from tokenizers import processors
 from transformers import Lfm2VlConfig, Lfm2VlImageProcessor, Lfm2VlProcessor
 
-from vlm_demo.tiny_models.common import LM_HEADS, LM_HIDDEN, LM_KV_HEADS, build_tokenizer, padded_vocab_size, token_id
+from vlm_demo.tiny_models.common import (
+    LM_HEADS,
+    LM_HIDDEN,
+    LM_SIZES,
+    VISION_SIZES,
+    build_tokenizer,
+    padded_vocab_size,
+    token_id,
+)
 
 #: LiquidAI/LFM2-VL-450M's chat_template.jinja, verbatim.
 CHAT_TEMPLATE = (
@@ -98,8 +106,7 @@ def build(out: Path) -> None:
                                 chat_template=CHAT_TEMPLATE)
     config = Lfm2VlConfig(
         text_config=dict(
-            model_type="lfm2", hidden_size=LM_HIDDEN, intermediate_size=256, num_hidden_layers=2,
-            num_attention_heads=LM_HEADS, num_key_value_heads=LM_KV_HEADS, layer_types=["conv", "full_attention"],
+            model_type="lfm2", **LM_SIZES, layer_types=["conv", "full_attention"],
             conv_L_cache=3, conv_bias=False, block_multiple_of=256, block_ffn_dim_multiplier=1.0,
             block_auto_adjust_ff_dim=True, norm_eps=1e-5, max_position_embeddings=128000,
             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
@@ -111,8 +118,8 @@ def build(out: Path) -> None:
             conv_dim_out=LM_HIDDEN, conv_use_xavier_init=True, num_heads=LM_HEADS, use_pos_enc=True,
         ),
         vision_config=dict(
-            model_type="siglip2_vision_model", hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-            num_attention_heads=2, num_channels=3, num_patches=256, patch_size=16, hidden_act="gelu_pytorch_tanh",
+            model_type="siglip2_vision_model", **VISION_SIZES, num_channels=3, num_patches=256, patch_size=16,
+            hidden_act="gelu_pytorch_tanh",
             layer_norm_eps=1e-6, vision_use_head=False,
         ),
         image_token_id=token_id(tokenizer, IMAGE_TOKEN), projector_hidden_act="gelu", projector_hidden_size=256,

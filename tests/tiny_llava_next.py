@@ -30,11 +30,11 @@ from transformers import (
 )
 
 from vlm_demo.tiny_models.common import (
-    LM_HEADS,
-    LM_HIDDEN,
-    LM_INTERMEDIATE,
-    LM_KV_HEADS,
-    LM_LAYERS,
+    CLIP_NORMALIZE,
+    LM_HEAD_DIM,
+    LM_SIZES,
+    VISION_HIDDEN,
+    VISION_SIZES,
     build_tokenizer,
     padded_vocab_size,
     token_id,
@@ -76,8 +76,7 @@ def build(out: Path) -> None:
         do_center_crop=True,
         do_pad=True,
         resample=3,
-        image_mean=[0.48145466, 0.4578275, 0.40821073],
-        image_std=[0.26862954, 0.26130258, 0.27577711],
+        **CLIP_NORMALIZE,
     )
     processor = LlavaNextProcessor(
         image_processor=image_processor,
@@ -89,13 +88,11 @@ def build(out: Path) -> None:
     )
     config = LlavaNextConfig(
         vision_config=CLIPVisionConfig(
-            hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
-            image_size=336, patch_size=14, projection_dim=128,
+            **VISION_SIZES, image_size=336, patch_size=14, projection_dim=VISION_HIDDEN,
         ).to_dict(),
         text_config=MistralConfig(
-            hidden_size=LM_HIDDEN, intermediate_size=LM_INTERMEDIATE, num_hidden_layers=LM_LAYERS,
-            num_attention_heads=LM_HEADS, num_key_value_heads=LM_KV_HEADS, head_dim=LM_HIDDEN // LM_HEADS,
-            vocab_size=padded_vocab_size(tokenizer), max_position_embeddings=32768, sliding_window=None,
+            **LM_SIZES, head_dim=LM_HEAD_DIM, vocab_size=padded_vocab_size(tokenizer), max_position_embeddings=32768,
+            sliding_window=None,
             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}, rms_norm_eps=1e-5,
             bos_token_id=bos, eos_token_id=token_id(tokenizer, "</s>"), tie_word_embeddings=False,
         ).to_dict(),

@@ -40,11 +40,10 @@ from tokenizers import processors
 from transformers import Mistral3Config, MistralConfig, PixtralImageProcessor, PixtralProcessor, PixtralVisionConfig
 
 from vlm_demo.tiny_models.common import (
-    LM_HEADS,
-    LM_HIDDEN,
-    LM_INTERMEDIATE,
-    LM_KV_HEADS,
-    LM_LAYERS,
+    CLIP_NORMALIZE,
+    LM_HEAD_DIM,
+    LM_SIZES,
+    VISION_SIZES,
     build_tokenizer,
     padded_vocab_size,
     token_id,
@@ -107,22 +106,21 @@ def build(out: Path) -> None:
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
     image_processor = PixtralImageProcessor(
         size={"longest_edge": LONGEST_EDGE}, patch_size={"height": PATCH, "width": PATCH}, resample=3,
-        image_mean=[0.48145466, 0.4578275, 0.40821073], image_std=[0.26862954, 0.26130258, 0.27577711],
-        do_convert_rgb=True, do_normalize=True, do_rescale=True, do_resize=True, rescale_factor=1 / 255,
+        **CLIP_NORMALIZE, do_convert_rgb=True, do_normalize=True, do_rescale=True, do_resize=True,
+        rescale_factor=1 / 255,
     )
     processor = PixtralProcessor(image_processor=image_processor, tokenizer=tokenizer, patch_size=PATCH,
                                  spatial_merge_size=MERGE, chat_template=CHAT_TEMPLATE, image_token="[IMG]",
                                  image_break_token="[IMG_BREAK]", image_end_token="[IMG_END]")
     config = Mistral3Config(
         vision_config=PixtralVisionConfig(
-            hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2, head_dim=64,
+            **VISION_SIZES, head_dim=64,
             image_size=LONGEST_EDGE, patch_size=PATCH, hidden_act="silu",
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         ).to_dict(),
         text_config=MistralConfig(
-            hidden_size=LM_HIDDEN, intermediate_size=LM_INTERMEDIATE, num_hidden_layers=LM_LAYERS,
-            num_attention_heads=LM_HEADS, num_key_value_heads=LM_KV_HEADS, head_dim=LM_HIDDEN // LM_HEADS,
-            vocab_size=padded_vocab_size(tokenizer), max_position_embeddings=131072, sliding_window=None,
+            **LM_SIZES, head_dim=LM_HEAD_DIM, vocab_size=padded_vocab_size(tokenizer), max_position_embeddings=131072,
+            sliding_window=None,
             rope_parameters={"rope_type": "default", "rope_theta": 1_000_000_000.0}, rms_norm_eps=1e-5,
             bos_token_id=bos, eos_token_id=token_id(tokenizer, "</s>"), tie_word_embeddings=False,
         ).to_dict(),

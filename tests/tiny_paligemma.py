@@ -36,11 +36,12 @@ from tokenizers import processors
 from transformers import GemmaConfig, PaliGemmaConfig, PaliGemmaProcessor, SiglipImageProcessor, SiglipVisionConfig
 
 from vlm_demo.tiny_models.common import (
-    LM_HEADS,
+    LM_HEAD_DIM,
     LM_HIDDEN,
-    LM_INTERMEDIATE,
-    LM_KV_HEADS,
+    LM_SIZES,
+    VISION_SIZES,
     build_tokenizer,
+    padded_vocab_size,
     token_id,
     write_json,
 )
@@ -81,15 +82,14 @@ def build(out: Path) -> None:
         do_normalize=True, image_mean=[0.5] * 3, image_std=[0.5] * 3)
     image_processor.image_seq_length = TOKENS
     processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=tokenizer)
-    vocab = (len(tokenizer) + 63) // 64 * 64
+    vocab = padded_vocab_size(tokenizer)
     config = PaliGemmaConfig(
         vision_config=SiglipVisionConfig(
-            hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2, image_size=SIZE,
-            patch_size=PATCH, projection_dim=LM_HIDDEN, hidden_act="gelu_pytorch_tanh", vision_use_head=False,
+            **VISION_SIZES, image_size=SIZE, patch_size=PATCH, projection_dim=LM_HIDDEN, hidden_act="gelu_pytorch_tanh",
+            vision_use_head=False,
         ).to_dict() | {"num_image_tokens": TOKENS},
         text_config=GemmaConfig(
-            hidden_size=LM_HIDDEN, intermediate_size=LM_INTERMEDIATE, num_hidden_layers=2, num_attention_heads=LM_HEADS,
-            num_key_value_heads=LM_KV_HEADS, head_dim=64, vocab_size=vocab, max_position_embeddings=8192,
+            **LM_SIZES, head_dim=LM_HEAD_DIM, vocab_size=vocab, max_position_embeddings=8192,
             hidden_activation="gelu_pytorch_tanh", bos_token_id=bos, eos_token_id=token_id(tokenizer, "<eos>"),
             pad_token_id=token_id(tokenizer, "<pad>"),
         ).to_dict() | {"num_image_tokens": TOKENS},

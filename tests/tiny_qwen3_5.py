@@ -22,6 +22,7 @@ from transformers import Qwen3_5Config
 def build(out: Path, qwen3_vl_dir: Path) -> None:
     """Write the tiny Qwen3.5 into ``out`` from the tiny Qwen3-VL directory's tokenizer and processor."""
     from vlm_demo.families.qwen3_vl import MERGE, PATCH
+    from vlm_demo.tiny_models.common import LM_HIDDEN, VISION_HEADS, VISION_HIDDEN, VISION_INTERMEDIATE, VISION_LAYERS
 
     shutil.copytree(qwen3_vl_dir, out, dirs_exist_ok=True)
     old = json.loads((out / "config.json").read_text())
@@ -37,7 +38,8 @@ def build(out: Path, qwen3_vl_dir: Path) -> None:
             eos_token_id=text["eos_token_id"], bos_token_id=text.get("bos_token_id"), tie_word_embeddings=True,
         ),
         vision_config=dict(
-            depth=2, hidden_size=128, intermediate_size=256, num_heads=2, out_hidden_size=128, patch_size=PATCH,
+            depth=VISION_LAYERS, hidden_size=VISION_HIDDEN, intermediate_size=VISION_INTERMEDIATE,
+            num_heads=VISION_HEADS, out_hidden_size=LM_HIDDEN, patch_size=PATCH,
             spatial_merge_size=MERGE, temporal_patch_size=2, in_channels=3, num_position_embeddings=2304,
             hidden_act="gelu_pytorch_tanh",
         ),
