@@ -2,7 +2,8 @@
 
 One module per family in this package defines ``ADAPTER = Adapter(...)``; the package discovers them
 (nothing lists them by hand). A model with no adapter goes through ``generic``, which asks vLLM.
-Adapters import no vLLM code: the engine layer hands them the processor's output as plain tensors.
+Adapters import no vLLM code: the engine layer hands them the processor's output as plain tensors. Nor do they
+import transformers: a family's tiny offline model is built by ``vlm_demo.tiny_models.<family>``.
 """
 
 from __future__ import annotations
