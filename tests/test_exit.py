@@ -90,3 +90,16 @@ def test_stopped_app_exits_cleanly(signum, tmp_path, report):
     assert not left, f"engine processes still running: {[(p.pid, p.name()) for p in left]}"
     assert "Traceback" not in text, text[-3000:]
     assert "leaked" not in text, text[-3000:]
+
+
+def test_a_reader_that_goes_away_ends_the_cli_without_a_traceback():
+    """``python -m vlm_demo models | head -1``: the pipe closes before the listing is written; the CLI stops
+    with 141 (as a shell reports a writer stopped by SIGPIPE) and nothing on stderr."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        done = subprocess.run([sys.executable, "-m", "vlm_demo", "models"], cwd=ROOT, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert done.returncode == 141 and done.stderr == "", done.stderr

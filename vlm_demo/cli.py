@@ -24,7 +24,9 @@ from .settings import Settings
 
 
 def _registry(settings: Settings) -> Registry:
-    return profile.load_registry(settings.models_file)
+    from .engine import check_spec
+
+    return profile.load_registry(settings.models_file, check_spec)
 
 
 def controls_json(found: profile.Profile) -> list[dict[str, object]]:
@@ -422,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (``| head``): the rest of the output has nowhere to go
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor has Python's flush at exit
+        return 141  # 128 + SIGPIPE, as a shell reports a pipe's writer that stopped so
     finally:
         # Stopped engines are collected now, while the modules their finalizers use still exist (vLLM 0.32's
         # AsyncLLM.__del__ otherwise runs at interpreter teardown and prints a TypeError traceback). What is
