@@ -11,7 +11,6 @@ import io
 import json
 import os
 import re
-import socket
 import threading
 import time
 
@@ -28,16 +27,10 @@ from vlm_demo.service import ChatService
 from vlm_demo.ui import api_inputs, build_app, control_names, image_file, launch_kwargs, named_outputs
 
 from .browser import LOG_PROBLEMS, chromium
-from .conftest import ARTIFACTS, ROOT, make_image
+from .conftest import ARTIFACTS, ROOT, free_port, make_image
 from .intake_servers import Internet, local_internet, url_settings
 
 MODEL, OTHER = "tiny-qwen2.5-vl", "tiny-llava-1.5"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclasses.dataclass

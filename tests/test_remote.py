@@ -31,8 +31,8 @@ from vlm_demo.service import ChatRequest, ChatService, Failed, Turn
 from vlm_demo.settings import Settings
 from vlm_demo.profile import check, spec_for_endpoint
 
-from .conftest import ARTIFACTS, ROOT, make_image
-from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, free_port
+from .conftest import ARTIFACTS, ROOT, free_port, make_image
+from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect
 
 MODEL = "tiny-qwen2.5-vl"
 CASES = {"default": {}, "slider moved": {"max_pixels": 200704}}
