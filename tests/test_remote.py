@@ -25,7 +25,7 @@ import pytest
 from vlm_demo.engine import EngineManager, RemoteEngine
 from vlm_demo.errors import RegistryError, RemoteError
 from vlm_demo.export import chat_completions_body, curl_command, python_snippet, serve_command
-from vlm_demo.media import load_image
+from vlm_demo.intake import load_image
 from vlm_demo.registry import ModelSpec, Registry, Sampling, parse_registry
 from vlm_demo.service import ChatRequest, ChatService, Failed, Turn
 from vlm_demo.settings import Settings

@@ -148,7 +148,7 @@ def _stdout_to_stderr():
 
 
 def _request(args: argparse.Namespace, settings: Settings):
-    from .media import load_image, load_image_embeds, load_video
+    from . import intake
     from .registry import Sampling
     from .service import ChatRequest, Turn
 
@@ -169,15 +169,10 @@ def _request(args: argparse.Namespace, settings: Settings):
         raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
     from .registry import flat_kwargs
 
-    from .fetch import is_url, load_image_url, load_video_url
-
-    images = (*(asyncio.run(load_image_url(p, settings)) if is_url(p) else load_image(Path(p), settings)
-                for p in args.image or []),
-              *(load_image_embeds(Path(p), settings) for p in args.image_embeds or []))
-    videos = tuple(asyncio.run(load_video_url(p, settings)) if is_url(p) else load_video(Path(p), settings)
-                   for p in args.video or [])
+    sources = [*((p, "image") for p in args.image or []), *((p, "image_embeds") for p in args.image_embeds or []),
+               *((p, "video") for p in args.video or [])]
+    media = intake.by_modality(asyncio.run(intake.load_all(sources, settings)))
     video_io = {k: v for k, v in (("num_frames", args.num_frames), ("fps", args.fps)) if v is not None}
-    media = {m: items for m, items in (("image", images), ("video", videos)) if items}
     spec = registry.get(model)
     mm_kwargs = profile.profile(spec).control_names(flat_kwargs(mm_kwargs))  # size.longest_edge: max_pixels
     sampling = spec.sampling

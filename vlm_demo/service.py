@@ -20,7 +20,7 @@ from typing import Any, Literal
 from . import families, profile
 from .engine import EngineManager, RenderedPrompt, Renderer
 from .inspector import Inspection, inspect
-from .media import ImageEmbeds, Video
+from .intake import ImageEmbeds, Video
 from .errors import InputError, VlmDemoError
 from .families.grounding import Grounding
 from .registry import ModelSpec, Registry, Sampling
