@@ -11,7 +11,7 @@ import atexit
 import dataclasses
 import sys
 
-from vlm_demo.cli import exit_on_sigterm
+from vlm_demo.serving import exit_on_sigterm
 from vlm_demo.engine import EngineManager
 from vlm_demo.profile import load_registry
 from vlm_demo.service import ChatRequest, ChatService

@@ -4,6 +4,7 @@ shared by the whole session, and tests that need the same model reuse its engine
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,13 @@ def renderer(registry: Registry, engines: EngineManager):
 @pytest.fixture(scope="session")
 def service(registry: Registry, engines: EngineManager, settings: Settings) -> ChatService:
     return ChatService(registry, engines, settings)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a page or a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def make_image(width: int, height: int, seed: int = 0) -> Image.Image:

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 from PIL import Image
 
-from vlm_demo import fetch
+from vlm_demo.intake import urls as fetch
 from vlm_demo.settings import Settings
 
 PUBLIC = "93.184.216.34"

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import re
-import socket
 import threading
 import time
 
@@ -28,16 +27,10 @@ from vlm_demo.service import ChatService
 from vlm_demo.ui import api_inputs, build_app, control_names, image_file, launch_kwargs, named_outputs
 
 from .browser import LOG_PROBLEMS, chromium
-from .conftest import ARTIFACTS, ROOT, make_image
+from .conftest import ARTIFACTS, ROOT, free_port, make_image
 from .intake_servers import Internet, local_internet, url_settings
 
 MODEL, OTHER = "tiny-qwen2.5-vl", "tiny-llava-1.5"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclasses.dataclass
@@ -160,18 +153,18 @@ def test_each_picture_is_encoded_once_per_process(monkeypatch):
 
     from PIL import Image
 
-    from vlm_demo import media, ui
+    from vlm_demo import intake, ui
     from vlm_demo.inspector import Expansion
 
     encodes = []
     save = Image.Image.save
     monkeypatch.setattr(Image.Image, "save", lambda self, *a, **k: (encodes.append(self.size), save(self, *a, **k)))
     picture = make_image(97, 61, seed=7)
-    url = media.png_data_url(picture)
-    assert media.png_data_url(make_image(97, 61, seed=7)) == url and len(encodes) == 1  # a new object, same pixels
+    url = intake.png_data_url(picture)
+    assert intake.png_data_url(make_image(97, 61, seed=7)) == url and len(encodes) == 1  # a new object, same pixels
     decoded = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert decoded.tobytes() == picture.tobytes()
-    assert media.png_data_url(make_image(97, 61, seed=8)) != url and len(encodes) == 2
+    assert intake.png_data_url(make_image(97, 61, seed=8)) != url and len(encodes) == 2
 
     def expansion(offset: int, grid):
         return Expansion("image", 0, "<image>", 5, 4, offset, 4, (97, 61), None, grid, None)
@@ -795,7 +788,7 @@ def test_a_video_in_a_real_browser(app, clean_log):
     """Chromium: upload the example clip to the tiny Qwen2.5-VL, inspect, move the fps slider (this family's
     loader samples by rate; it ignores num_frames, whose slider is hidden): the token count shown changes
     exactly as the engine's ids do for that setting."""
-    from vlm_demo.media import load_video
+    from vlm_demo.intake import load_video
     from vlm_demo.service import ChatRequest, Turn
 
     url, engines, registry = app

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,19 +14,13 @@ import psutil
 import pytest
 from gradio_client import Client
 
-from .conftest import ROOT
+from .conftest import ROOT, free_port
 
 MODEL = "tiny-qwen2.5-vl"
 EXIT_LIMIT_S = 5.0
 """How long a stopped app may take to exit (issue 12, item 9)."""
 START_LIMIT_S = 600.0
 """How long the page and its engine may take to come up on a busy 2-core machine."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _connect(proc: subprocess.Popen, port: int, deadline: float) -> Client:
@@ -54,7 +47,7 @@ def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_stopped_app_exits_cleanly(signum, tmp_path, report):
     stdout, stderr = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp_path / "gradio")}
     with open(stdout, "w") as out, open(stderr, "w") as err:
         # Files, not pipes: nobody reads while the app runs, and a full pipe would stall it. A session of its
@@ -90,3 +83,16 @@ def test_stopped_app_exits_cleanly(signum, tmp_path, report):
     assert not left, f"engine processes still running: {[(p.pid, p.name()) for p in left]}"
     assert "Traceback" not in text, text[-3000:]
     assert "leaked" not in text, text[-3000:]
+
+
+def test_a_reader_that_goes_away_ends_the_cli_without_a_traceback():
+    """``python -m vlm_demo models | head -1``: the pipe closes before the listing is written; the CLI stops
+    with 141 (as a shell reports a writer stopped by SIGPIPE) and nothing on stderr."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        done = subprocess.run([sys.executable, "-m", "vlm_demo", "models"], cwd=ROOT, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert done.returncode == 141 and done.stderr == "", done.stderr

@@ -172,7 +172,7 @@ def save_embeds(path, **tensors):
 
 
 async def test_qwen_accepts_precomputed_embeddings(service, settings, tmp_path):
-    from vlm_demo.media import load_image_embeds
+    from vlm_demo.intake import load_image_embeds
 
     # A 336x224 image is 24x16 patches of 14 px: 12x8 = 96 tokens after the 2x2 merge.
     path = save_embeds(tmp_path / "q.safetensors", image_embeds=np.ones((96, 128), dtype=np.float32),
@@ -202,7 +202,7 @@ async def test_llava_576_and_center_crop(service):
 
 
 async def test_llava_accepts_precomputed_embeddings(service, settings, tmp_path):
-    from vlm_demo.media import load_image_embeds
+    from vlm_demo.intake import load_image_embeds
 
     rng = np.random.default_rng(0)
     embeds = load_image_embeds(save_embeds(tmp_path / "e.safetensors",
@@ -266,7 +266,7 @@ def test_embeddings_files_are_checked(settings, tmp_path):
     import pickle
 
     from vlm_demo.errors import InputError
-    from vlm_demo.media import load_image_embeds
+    from vlm_demo.intake import load_image_embeds
 
     (tmp_path / "p.safetensors").write_bytes(pickle.dumps({"image_embeds": [1.0]}))
     with pytest.raises(InputError, match="not a .safetensors file"):

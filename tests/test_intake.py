@@ -15,8 +15,8 @@ import pytest
 from PIL import Image
 
 from vlm_demo.errors import InputError
-from vlm_demo.fetch import internal_reason, is_url, load_image_url
-from vlm_demo.media import load_image
+from vlm_demo.intake import is_url, load_image, load_image_url
+from vlm_demo.intake.urls import internal_reason
 from vlm_demo.settings import Settings
 
 from .intake_servers import local_internet, png_bytes, url_settings

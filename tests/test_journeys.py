@@ -33,7 +33,7 @@ from vlm_demo.profile import load_registry
 from vlm_demo.service import video_sampling
 
 from .browser import Watch, chromium
-from .conftest import ARTIFACTS, ROOT, make_image
+from .conftest import ARTIFACTS, ROOT, free_port, make_image
 
 SHOTS = ARTIFACTS / "journeys"
 ONLY = [n for n in os.environ.get("VLM_DEMO_JOURNEY_MODELS", "").split(",") if n]
@@ -41,14 +41,6 @@ ONLY = [n for n in os.environ.get("VLM_DEMO_JOURNEY_MODELS", "").split(",") if n
 CLIP = ROOT / "assets" / "moving-square.webm"
 ENGINE_START_S = 300
 """Longest wait for an answer whose engine starts meanwhile (about 20-50 s on two cores)."""
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import pytest
 from vlm_demo.cli import chat_text
 from vlm_demo.errors import RegistryError
 from vlm_demo.export import serve_command
+from vlm_demo.engine import check_spec
 from vlm_demo.registry import Sampling, parse_registry
 from vlm_demo.service import ChatRequest, ChatService, Delta, Done, Failed, Turn
 
@@ -106,9 +107,9 @@ def test_the_cli_prints_reasoning_apart():
 
 def test_registry_checks_the_reasoning_parser_name(tmp_path: Path):
     entry = "models:\n  - {name: t, label: T, family: qwen3_vl, tiny: true, reasoning_parser: %s}\n"
-    assert parse_registry(entry % "qwen3", tmp_path / "m.yaml").get("t").reasoning_parser == "qwen3"
+    assert parse_registry(entry % "qwen3", tmp_path / "m.yaml", check_spec).get("t").reasoning_parser == "qwen3"
     with pytest.raises(RegistryError) as err:
-        parse_registry(entry % "qwen4", tmp_path / "m.yaml")
+        parse_registry(entry % "qwen4", tmp_path / "m.yaml", check_spec)
     message = str(err.value)
     assert "reasoning_parser" in message and "'qwen4'" in message and "qwen3" in message and "deepseek_r1" in message
     assert "\n" not in message

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,3 +144,13 @@ def test_qwen_pixel_bounds_go_as_the_processors_size():
     # a derived dict control (no alias, one checkpoint dict) goes unscoped, filled from it
     assert processor_kwargs({"size.longest_edge": 5}, {"size": {"longest_edge": 9, "shortest_edge": 1}}) == {
         "size": {"longest_edge": 5, "shortest_edge": 1}}
+
+
+def test_reading_the_registry_imports_neither_vllm_nor_an_adapter():
+    """The registry is the first layer: models.yaml is read and checked with no vLLM and no family adapter loaded
+    (the checks that need them are ``profile.check`` and ``engine.check_spec``, passed in by the app)."""
+    code = ("import sys; from pathlib import Path; from vlm_demo.registry import load_registry; "
+            "assert load_registry(Path('models.yaml')).models; "
+            "bad = [m for m in sys.modules if m == 'vllm' or m.startswith(('vllm.', 'vlm_demo.families'))]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, check=True)

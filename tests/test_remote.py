@@ -25,14 +25,14 @@ import pytest
 from vlm_demo.engine import EngineManager, RemoteEngine
 from vlm_demo.errors import RegistryError, RemoteError
 from vlm_demo.export import chat_completions_body, curl_command, python_snippet, serve_command
-from vlm_demo.media import load_image
+from vlm_demo.intake import load_image
 from vlm_demo.registry import ModelSpec, Registry, Sampling, parse_registry
 from vlm_demo.service import ChatRequest, ChatService, Failed, Turn
 from vlm_demo.settings import Settings
 from vlm_demo.profile import check, spec_for_endpoint
 
-from .conftest import ARTIFACTS, ROOT, make_image
-from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, free_port
+from .conftest import ARTIFACTS, ROOT, free_port, make_image
+from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect
 
 MODEL = "tiny-qwen2.5-vl"
 CASES = {"default": {}, "slider moved": {"max_pixels": 200704}}

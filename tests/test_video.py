@@ -12,7 +12,7 @@ import pytest
 from vlm_demo.engine.local import chat_params
 from vlm_demo.export import chat_completions_body
 from vlm_demo.inspector import contact_sheet, to_json
-from vlm_demo.media import load_video
+from vlm_demo.intake import load_video
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, Turn, sent_media_io, to_openai_messages
 from vlm_demo import families

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vlm_demo import fetch
+from vlm_demo.intake import urls as fetch
 from vlm_demo.errors import InputError
-from vlm_demo.fetch import is_video_url, load_media_url, load_video_url
-from vlm_demo.media import Video, is_video_name, load_video, sniff_video
+from vlm_demo.intake import Video, is_video_name, is_video_url, load, load_video, load_video_url
+from vlm_demo.intake.containers import sniff_video
 from vlm_demo.settings import Settings
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -282,12 +282,12 @@ def test_is_video_url(url, video):
 
 async def test_media_urls_pick_the_loader(monkeypatch):
     picture = data_url((ASSETS / "shape-a.png").read_bytes(), "image/png")
-    assert isinstance(await load_media_url(data_url(example(".mp4")), Settings()), Video)
-    assert isinstance(await load_media_url(picture, Settings()), Image.Image)
+    assert isinstance(await load(data_url(example(".mp4")), Settings()), Video)
+    assert isinstance(await load(picture, Settings()), Image.Image)
     with pytest.raises(InputError, match="^fetching video URLs is off on this server"):
-        await load_media_url("https://videos.example.com/clip.MP4?x=1", Settings())
+        await load("https://videos.example.com/clip.MP4?x=1", Settings())
     with pytest.raises(InputError, match="^fetching image URLs is off on this server"):
-        await load_media_url("https://videos.example.com/clip.png", Settings())
+        await load("https://videos.example.com/clip.png", Settings())
 
     asked = []
 
@@ -295,7 +295,7 @@ async def test_media_urls_pick_the_loader(monkeypatch):
         asked.append((url, kind))
         return example(".webm")
     monkeypatch.setattr(fetch, "fetch", fake_fetch)
-    video = await load_media_url("https://videos.example.com/a/clip.webm", Settings())
+    video = await load("https://videos.example.com/a/clip.webm", Settings())
     assert isinstance(video, Video) and video.container == "webm" and video.name.endswith("clip.webm")
     assert asked == [("https://videos.example.com/a/clip.webm", "video")]
 

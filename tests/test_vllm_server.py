@@ -224,7 +224,7 @@ async def tokenize(server: Server, body: dict[str, Any]) -> dict[str, Any]:
 async def test_a_video_through_the_server(server: Server, registry, engines, settings):
     """The project's clip, 4 frames, through vLLM's server (an endpoint entry: its render endpoint, with the
     request's ``media_io_kwargs``) and through the local engine: the same ids, video ranges and counts."""
-    from vlm_demo.media import load_video
+    from vlm_demo.intake import load_video
 
     from .test_video import CLIP, video_request
 

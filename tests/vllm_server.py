@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,18 +33,14 @@ from vlm_demo.inspector import Inspection
 from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, to_openai_messages
 from vlm_demo.settings import Settings
 
+from .conftest import free_port
+
 START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 30.0
 HOST = "127.0.0.1"
 SCALE_OUT_FLAGS = ("--enable-scale-out", "--enable-tokenizer-info-endpoint", "--enable-prompt-tokens-details")
 """What the remote engine's panels use beyond ``--trust-request-mm-kwargs``: ``/v1/chat/completions/render``,
 ``/tokenizer_info`` and the usage's ``prompt_tokens_details.cached_tokens`` (prefix-cache hits)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def engine_kwargs(spec: ModelSpec, settings: Settings) -> dict[str, Any]:

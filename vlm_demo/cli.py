@@ -1,30 +1,26 @@
-"""Command line: ``python -m vlm_demo {serve,models}`` and ``python app.py``."""
+"""Command line: ``python -m vlm_demo {serve,models,inspect,chat,ground}`` and ``python app.py`` (its serve command
+in ``serving``): arguments in, a request to the chat service, its answer out; errors as one stderr line."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
-import contextlib
 import gc
 import json
 import logging
 import os
-import signal
 import sys
-import threading
-import time
 import warnings
 from pathlib import Path
 
 from .errors import InputError, VlmDemoError
-from . import profile
+from . import profile, serving
 from .registry import AUTO, Registry
 from .settings import Settings
 
 
 def _registry(settings: Settings) -> Registry:
-    return profile.load_registry(settings.models_file)
+    return serving.load_registry(settings)
 
 
 def controls_json(found: profile.Profile) -> list[dict[str, object]]:
@@ -62,80 +58,6 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    """Serve the Gradio page until SIGTERM (``kill``, ``docker stop``) or SIGINT (Ctrl-C), then stop in
-    order (``_stop_serving``) and exit with status 0: the stop was asked for and done, nothing failed (128 +
-    the signal's number is what a shell reports for a process the signal killed, which this one is not)."""
-    from .engine import EngineManager, has_gpu
-    from .service import ChatService
-    from .ui import build_app, launch_kwargs
-
-    registry = _registry(settings)
-    name = args.model or os.environ.get("VLM_DEMO_MODEL") or registry.default(has_gpu()).name
-    registry.get(name)  # unknown names fail here, before the server starts
-    engines = EngineManager(settings)
-    atexit.register(engines.shutdown_all)  # any other way out still stops the engines
-    stop = StopSignals()
-    demo = build_app(ChatService(registry, engines, settings), default_model=name)
-    host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
-    port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
-    try:
-        demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **launch_kwargs(settings))
-        stop.wait()
-    finally:
-        _stop_serving(demo, engines, settings)
-    return 0
-
-
-class StopSignals:
-    """Records SIGTERM and SIGINT instead of raising them anywhere in the main thread, so the app stops in
-    order, once, after the signal (one that comes while the page starts is acted on once it is up)."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        """The first stop signal's number, None until one comes."""
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._record)
-
-    def _record(self, signum: int, frame: object) -> None:
-        if self.received is None:
-            self.received = signum
-
-    def wait(self) -> int:
-        """Block until a stop signal comes; its number."""
-        while self.received is None:
-            time.sleep(0.1)
-        return self.received
-
-
-def _stop_serving(demo, engines, settings: Settings) -> None:
-    """Stop the app in order: the page takes no new requests (Gradio's queue and listening socket close; the
-    server then waits for open requests), the engines shut down, which ends answers still streaming, and the
-    server's thread ends. Each step is bounded by ``settings.stop_grace_s``; a process of ours still running
-    after that (an engine caught starting) is killed, so none outlives the app."""
-    import psutil
-
-    from .engine.local import _descendants
-
-    log = logging.getLogger(__name__)
-    log.info("stopping: closing the page, shutting the engines down")
-    t0 = time.perf_counter()
-    closing = threading.Thread(target=demo.close, kwargs={"verbose": False}, name="gradio-close", daemon=True)
-    closing.start()
-    engines.shutdown_all(settings.stop_grace_s)
-    closing.join(settings.stop_grace_s)
-    for pid in _descendants():  # Python's resource tracker aside: it ends after us, once it has cleaned up
-        with contextlib.suppress(psutil.Error):
-            psutil.Process(pid).kill()
-    log.info("stopped in %.1f s", time.perf_counter() - t0)
-
-
-def exit_on_sigterm() -> None:
-    """Make SIGTERM (``kill``, ``docker stop``) a normal exit, so the atexit hook stops the engines: by
-    default SIGTERM ends Python without running atexit, and the engine processes were left running."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-
-
 def _stdout_to_stderr():
     """Send everything written to stdout (vLLM's logs, its engine process) to stderr; return a
     file on the real stdout for the one JSON object."""
@@ -146,7 +68,7 @@ def _stdout_to_stderr():
 
 
 def _request(args: argparse.Namespace, settings: Settings):
-    from .media import load_image, load_image_embeds, load_video
+    from . import intake
     from .registry import Sampling
     from .service import ChatRequest, Turn
 
@@ -167,15 +89,10 @@ def _request(args: argparse.Namespace, settings: Settings):
         raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
     from .registry import flat_kwargs
 
-    from .fetch import is_url, load_image_url, load_video_url
-
-    images = (*(asyncio.run(load_image_url(p, settings)) if is_url(p) else load_image(Path(p), settings)
-                for p in args.image or []),
-              *(load_image_embeds(Path(p), settings) for p in args.image_embeds or []))
-    videos = tuple(asyncio.run(load_video_url(p, settings)) if is_url(p) else load_video(Path(p), settings)
-                   for p in args.video or [])
+    sources = [*((p, "image") for p in args.image or []), *((p, "image_embeds") for p in args.image_embeds or []),
+               *((p, "video") for p in args.video or [])]
+    media = intake.by_modality(asyncio.run(intake.load_all(sources, settings)))
     video_io = {k: v for k, v in (("num_frames", args.num_frames), ("fps", args.fps)) if v is not None}
-    media = {m: items for m, items in (("image", images), ("video", videos)) if items}
     spec = registry.get(model)
     mm_kwargs = profile.profile(spec).control_names(flat_kwargs(mm_kwargs))  # size.longest_edge: max_pixels
     sampling = spec.sampling
@@ -350,11 +267,12 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m vlm_demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m vlm_demo", description="Chat with vision-language models "
+                                     "served by vLLM and see what the engine receives.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the Gradio page (what python app.py does)")
-    add_serve_args(serve)
-    serve.set_defaults(func=cmd_serve)
+    serving.add_serve_args(serve)
+    serve.set_defaults(func=serving.cmd_serve)
     models = sub.add_parser("models", help="list the models of models.yaml")
     models.add_argument("--controls", metavar="NAME", help="list this model's controls (a name or a model directory)")
     models.set_defaults(func=cmd_models)
@@ -375,13 +293,6 @@ def build_parser() -> argparse.ArgumentParser:
     ground.add_argument("--max-tokens", type=int, help="most tokens to generate (with --text)")
     ground.set_defaults(func=cmd_ground)
     return parser
-
-
-def add_serve_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="model to select at start (default: first tiny model on CPU, "
-                        "first real one on GPU; env VLM_DEMO_MODEL)")
-    parser.add_argument("--host", help="address to listen on (env GRADIO_SERVER_NAME; default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (env GRADIO_SERVER_PORT; default 7860)")
 
 
 LIBRARY_MODULES = r"(transformers|vllm|torch|torchvision|gradio|gradio_client|huggingface_hub|cv2)(\..*)?$"
@@ -422,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (``| head``): the rest of the output has nowhere to go
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor has Python's flush at exit
+        return 141  # 128 + SIGPIPE, as a shell reports a pipe's writer that stopped so
     finally:
         # Stopped engines are collected now, while the modules their finalizers use still exist (vLLM 0.32's
         # AsyncLLM.__del__ otherwise runs at interpreter teardown and prints a TypeError traceback). What is

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -244,9 +244,14 @@ def check(spec: ModelSpec) -> None:
                              f"takes ({low}..{high})")
 
 
-def load_registry(path: Path) -> Registry:
-    """``models.yaml`` read and checked, each entry against its family too (``check``)."""
-    return registry.load_registry(path, check)
+def load_registry(path: Path, *checks: Callable[[ModelSpec], None]) -> Registry:
+    """``models.yaml`` read and checked, each entry against its family too (``check``), and by ``checks`` (the
+    engine layer's: ``engine.check_spec``)."""
+    def each(spec: ModelSpec) -> None:
+        for one in (check, *checks):
+            one(spec)
+
+    return registry.load_registry(path, each)
 
 
 def spec_for_directory(models: Registry, directory: Path, *, trust_remote_code: bool = False,

@@ -30,9 +30,8 @@ from .export import chat_completions_body, curl_command, python_snippet, serve_c
 from . import profile
 from .conversation import Conversation, Exchange, Stats, chat_messages
 from .inspector import PROMPT_CSS, Expansion, Inspection, contact_sheet, draw_overlay, prompt_html, run_length_text
-from .fetch import is_video_url, load_media_url
-from .media import (VIDEO_SUFFIXES, ImageEmbeds, Recent, Video, image_digest, is_video_name, load_image,
-                    load_image_embeds, load_video)
+from . import intake
+from .intake import VIDEO_SUFFIXES, ImageEmbeds, Recent, Video, image_digest, is_video_name, is_video_url
 from .registry import Sampling
 from .settings import (ENCODED_IMAGES_KEPT, PAGE_RENDERS_KEPT, STATUS_EVERY_S, VIDEO_FPS, VIDEO_NUM_FRAMES,
                        Settings)
@@ -768,25 +767,17 @@ class Handlers:
             per_turn, _ = self.settings.media_limits(modality)
             if n > per_turn:
                 raise InputError(f"{n} {modality}s in one message; the limit is {per_turn}")
-        items = list(await asyncio.to_thread(self._decode, files))
+        items = [await intake.load(path, self.settings, name=Path(path).name) for path in files]  # its name, not the server's folder
         # A clip shows as its first frame (a browser plays few of the codecs vLLM decodes), said in words
         pictures = [await asyncio.to_thread(image_file, item.poster, OVERLAYS)
                     if isinstance(item, Video) and item.poster is not None else path
                     for path, item in zip(files, items, strict=True)]
         clips = "".join(f"\n[video: {item.name}, {item.duration_s:.1f} s; its first frame shown]"
                         for item in items if isinstance(item, Video))
-        items += [await load_media_url(link, self.settings) for link in links]
-        media = {"image": tuple(i for i in items if not isinstance(i, Video)),
-                 "video": tuple(i for i in items if isinstance(i, Video))}
+        items += [await intake.load(link, self.settings) for link in links]
         shown = text + clips + "".join(f"\n[{'video' if is_video_url(link) else 'image'}: {link[:80]}]"
                                        for link in links)
-        return Turn("user", text, {m: found for m, found in media.items() if found}), (*pictures, shown)
-
-    def _decode(self, files: Sequence[str]) -> list[Any]:
-        return [load_image_embeds(path, self.settings) if path.endswith(".safetensors")
-                else load_video(path, self.settings, name=Path(path).name) if is_video_name(path)
-                else load_image(path, self.settings, name=Path(path).name)  # not the server's upload folder
-                for path in files]
+        return Turn("user", text, intake.by_modality(items)), (*pictures, shown)
 
     def rendered_view(self, request: ChatRequest, inspection: Inspection) -> dict[str, Any]:
         """The panels and exports of a rendered request (drawing and encoding pictures: run in a thread)."""

@@ -12,17 +12,37 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import EngineStartError
+from ..registry import ModelSpec
+
+
+def check_parser(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is one of vLLM's reasoning parsers (``ReasoningParserManager``)."""
+    from vllm.reasoning import ReasoningParserManager
+
+    known = ReasoningParserManager.list_registered()
+    if name not in known:
+        raise ValueError(f"unknown reasoning parser {name!r}; vLLM's: {', '.join(known)}")
+
+
+def check_spec(spec: ModelSpec) -> None:
+    """What the engine layer checks of an entry as ``models.yaml`` is read (``ValueError``): its reasoning parser is
+    one of vLLM's."""
+    if spec.reasoning_parser is not None:
+        try:
+            check_parser(spec.reasoning_parser)
+        except ValueError as exc:
+            raise ValueError(f"reasoning_parser: {exc}") from None
 
 
 def reasoning_parser_class(name: str, tokenizer: Any, model: str) -> Any:
     """vLLM's parser class for reasoning parser ``name`` (no tool parser), checked against the model's
     tokenizer as ``vllm serve`` checks it at start-up; ``EngineStartError`` with the reason otherwise."""
     from vllm.parser.parser_manager import ParserManager
-    from vllm.reasoning import ReasoningParserManager
 
-    if name not in ReasoningParserManager.list_registered():
-        raise EngineStartError(f"unknown reasoning parser {name!r}; vLLM's: "
-                               f"{', '.join(ReasoningParserManager.list_registered())}")
+    try:
+        check_parser(name)
+    except ValueError as exc:
+        raise EngineStartError(str(exc)) from None
     try:
         return ParserManager.get_parser(reasoning_parser_name=name, tokenizer=tokenizer, model_name=model)
     except (TypeError, ValueError, KeyError) as exc:

@@ -26,7 +26,7 @@ import httpx
 from ..errors import InputError, RemoteError
 from ..families import ItemGeometry, no_geometry
 from ..profile import profile
-from ..media import png_data_url
+from ..intake import png_data_url
 from ..registry import AUTO, ModelSpec, Sampling, base_url
 from ..settings import Settings
 from .runs import text_segments, token_runs, without_other_specials

@@ -6,8 +6,8 @@ no backslashes, spaces, control characters or user-info (``user@host``); scheme 
 host name on ``Settings.url_allowed_hosts``; every address the name resolves to is a global unicast
 address (IPv4 embedded in IPv6 is unwrapped and checked too); the connection goes to the checked
 address itself (no second DNS lookup to rebind); the body is capped at ``Settings.url_max_bytes``
-and the whole fetch at ``Settings.url_timeout_s``. The bytes then go through ``media.load_image`` or
-``media.load_video``.
+and the whole fetch at ``Settings.url_timeout_s``. The bytes then go through ``intake.load_image`` or
+``intake.load_video``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from urllib.parse import SplitResult, unquote_to_bytes, urljoin, urlsplit
 import httpx
 from PIL import Image
 
-from .errors import InputError
-from .media import Video, is_video_name, load_image, load_video
-from .settings import Settings
+from ..errors import InputError
+from ..settings import Settings
+from .images import load_image
+from .video import Video, is_video_name, load_video
 
 Resolver = Callable[[str, int], list[str]]
 """Host name and port -> IP address strings (``socket.getaddrinfo`` unless a test patches it)."""
@@ -78,13 +79,6 @@ async def load_video_url(url: str, settings: Settings) -> Video:
         return await asyncio.to_thread(lambda: load_video(decode_data_url(url, settings, "video"), settings, shown))
     data = await fetch(url, settings, "video")
     return await asyncio.to_thread(load_video, data, settings, shown)
-
-
-async def load_media_url(url: str, settings: Settings) -> Image.Image | Video:
-    """The video at ``url`` when ``is_video_url(url)``, else the image there."""
-    if is_video_url(url):
-        return await load_video_url(url, settings)
-    return await load_image_url(url, settings)
 
 
 def is_video_url(url: str) -> bool:

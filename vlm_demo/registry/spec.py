@@ -1,24 +1,14 @@
-"""The model registry: ``models.yaml`` -> typed, validated ``ModelSpec`` values.
-
-Every entry is checked at start-up; an unknown key or a bad value raises ``RegistryError`` naming
-the file, the model and the key.
-"""
+"""The registry's types: one model entry (``ModelSpec``) with its engine arguments, sampling and controls, each
+checked as it is built (pydantic, unknown keys refused)."""
 
 from __future__ import annotations
 
-import re
-from urllib.parse import urlsplit
-from dataclasses import dataclass as std_dataclass
 from dataclasses import replace
-from pathlib import Path
-from collections.abc import Callable, Collection, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-import yaml
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, model_validator
 from pydantic.dataclasses import dataclass
-
-from .errors import RegistryError, UnknownModelError
 
 _STRICT = ConfigDict(extra="forbid")
 RANDOM_WEIGHTS = "random weights"
@@ -182,13 +172,6 @@ class ModelSpec:
     """vLLM reasoning parser that splits the model's thinking from its answer (a ``vllm serve
     --reasoning-parser`` name, e.g. ``qwen3``); None: the whole output is the answer."""
 
-    @field_validator("reasoning_parser")
-    @classmethod
-    def _known_parser(cls, name: str | None) -> str | None:
-        if name is not None:
-            check_reasoning_parser(name)
-        return name
-
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
         if self.reasoning_parser is not None and self.endpoint is not None:
@@ -233,95 +216,6 @@ class ModelSpec:
         return next((c for c in self.controls if c.kwarg == kwarg), None)
 
 
-SCOPES = ("images_kwargs", "videos_kwargs")
-"""Per-modality scopes of processor kwargs: ``videos_kwargs.max_pixels`` is ``max_pixels`` for videos alone
-(vLLM hands ``{"videos_kwargs": {...}}`` to the HF processor's video part, and keys its cache by it); a kwarg
-without a scope applies to every modality the processor takes (Qwen's ``max_pixels``: images and frames)."""
-
-
-def processor_kwargs(flat: Mapping[str, Any], dicts: Mapping[str, Mapping[str, Any]] | None = None,
-                     aliases: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Control values as vLLM's ``mm_processor_kwargs``: scoped names nested (``{"videos_kwargs.max_pixels":
-    1}`` -> ``{"videos_kwargs": {"max_pixels": 1}}``), the rest as they are, except a name that is also scoped:
-    its unscoped value goes into every scope that does not set it (``{"max_pixels": 2, "videos_kwargs.max_pixels":
-    1}`` -> ``{"images_kwargs": {"max_pixels": 2}, "videos_kwargs": {"max_pixels": 1}}``). Given both ways,
-    transformers 5.19 applies neither to images (they got the checkpoint's ``max_pixels``), while vLLM 0.32 keys
-    its caches as if the unscoped one applied: a later turn then found an image's cached encoding of another size
-    than its prompt ("Encoder cache entry ... holds 798 embeddings, but request ... expects 1196") and failed.
-
-    ``aliases`` renames a control to the kwarg the processor's current API takes (Qwen's ``max_pixels`` is
-    ``size.longest_edge``: transformers 5.19 deprecates the pixel kwargs). A key of a dict kwarg
-    (``size.longest_edge``) sends the whole dict: the keys it does not set at their values in ``dicts`` (the
-    checkpoint's: ``size`` for images, ``videos_kwargs.size`` where the video processor's differs), as
-    processors take ``size`` whole; an unscoped dict whose checkpoint value differs per scope goes into each
-    scope, filled from that scope's own."""
-    dicts, aliases = dicts or {}, aliases or {}
-    plain: dict[str, dict[str, Any]] = {}  # scope ("" = none) -> name -> value
-    keyed: dict[str, dict[str, dict[str, Any]]] = {}  # scope -> dict kwarg -> key -> value
-    for key, value in flat.items():
-        scope, dot, name = key.partition(".")
-        if not (dot and scope in SCOPES):
-            scope, name = "", key
-        name = aliases.get(name, name)
-        head, dot, sub = name.partition(".")
-        if dot:
-            keyed.setdefault(scope, {}).setdefault(head, {})[sub] = value
-        else:
-            plain.setdefault(scope, {})[name] = value
-    scoped = {name for scope in SCOPES for name in plain.get(scope, {})}
-    split = {head for scope in SCOPES for head in keyed.get(scope, {})} | {
-        head for head in keyed.get("", {}) if any(f"{scope}.{head}" in dicts for scope in SCOPES)}
-    out: dict[str, Any] = {}
-    for name, value in plain.get("", {}).items():
-        if name in scoped:
-            for scope in SCOPES:
-                plain.setdefault(scope, {}).setdefault(name, value)
-        else:
-            out[name] = value
-    for head, keys in keyed.get("", {}).items():
-        if head in split:
-            for scope in SCOPES:
-                keyed.setdefault(scope, {})[head] = {**keys, **keyed.get(scope, {}).get(head, {})}
-        else:
-            out[head] = {**dicts.get(head, {}), **keys}
-    for scope in SCOPES:
-        part = dict(plain.get(scope, {}))
-        for head, keys in keyed.get(scope, {}).items():
-            part[head] = {**dicts.get(f"{scope}.{head}", dicts.get(head, {})), **keys}
-        if part:
-            out[scope] = part
-    return out
-
-
-def image_scoped(flat: Mapping[str, Any], names: Collection[str]) -> dict[str, Any]:
-    """``flat`` with the kwargs ``names`` as the image processor's alone (``size.longest_edge`` ->
-    ``images_kwargs.size.longest_edge``): how controls derived from a model's image processor are sent where the
-    model takes them so. Scoped, a value wins over a server's start-up kwargs of either form (vLLM 0.32 lets a
-    scoped value win over a flat one, whichever side gives it), and a model's video processor keeps its own."""
-    return {f"images_kwargs.{key}" if key in names else key: value for key, value in flat.items()}
-
-
-def flat_kwargs(nested: Mapping[str, Any]) -> dict[str, Any]:
-    """``processor_kwargs`` undone, aliases aside: each value under its dotted name (``--mm-kwargs`` may give
-    either form; ``{"size": {"longest_edge": 1}}`` is ``size.longest_edge``)."""
-    out: dict[str, Any] = {}
-    for key, value in nested.items():
-        if isinstance(value, Mapping):
-            out.update({f"{key}.{name}": v for name, v in flat_kwargs(value).items()})
-        else:
-            out[key] = value
-    return out
-
-
-def check_reasoning_parser(name: str) -> None:
-    """Raise ``ValueError`` unless ``name`` is one of vLLM's reasoning parsers (``ReasoningParserManager``)."""
-    from vllm.reasoning import ReasoningParserManager
-
-    known = ReasoningParserManager.list_registered()
-    if name not in known:
-        raise ValueError(f"unknown reasoning parser {name!r}; vLLM's: {', '.join(known)}")
-
-
 REMOTE_ENGINE_ARGS = frozenset({"limit_mm_per_prompt"})
 """The engine arguments an endpoint entry may state: they mirror the server's own settings."""
 
@@ -343,39 +237,6 @@ def _check_remote(spec: ModelSpec) -> None:
                          f"endpoint entry (allowed: {sorted(REMOTE_ENGINE_ARGS)})")
 
 
-@std_dataclass(frozen=True)
-class Registry:
-    """All models of one ``models.yaml``, in file order."""
-
-    path: Path
-    """The file they came from."""
-    models: tuple[ModelSpec, ...]
-    """The entries."""
-
-    def get(self, name: str) -> ModelSpec:
-        """The model called ``name``, or ``UnknownModelError``."""
-        for spec in self.models:
-            if spec.name == name:
-                return spec
-        raise UnknownModelError(f"unknown model {name!r}; known: {', '.join(self.names)}")
-
-    @property
-    def names(self) -> list[str]:
-        """Model names in file order."""
-        return [m.name for m in self.models]
-
-    def default(self, has_gpu: bool) -> ModelSpec:
-        """First real model with a GPU; first tiny model without one."""
-        for spec in self.models:
-            if spec.tiny != has_gpu:
-                return spec
-        return self.models[0]
-
-    def with_model(self, spec: ModelSpec) -> Registry:
-        """A copy with ``spec`` added (a local model directory given on the command line)."""
-        return Registry(self.path, (*[m for m in self.models if m.name != spec.name], spec))
-
-
 def without_defaults(controls: tuple[ControlSetting, ...]) -> tuple[ControlSetting, ...]:
     """Controls borrowed from another entry of the family, without its defaults: a checkpoint it was not
     written for keeps its own processor settings until the user moves a control."""
@@ -386,59 +247,3 @@ def base_url(endpoint: str) -> str:
     """A server's base URL as OpenAI clients take it, with or without ``/v1``: the part before ``/v1``."""
     url = endpoint.rstrip("/")
     return url.removesuffix("/v1") if url.endswith("/v1") else url
-
-
-def where(loc: tuple[object, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "(entry)"
-
-
-def parse_registry(text: str, path: Path, check: Callable[[ModelSpec], None] | None = None) -> Registry:
-    """Parse and validate the YAML text of a registry file; ``check`` (``ValueError``: bad) checks each entry
-    beyond its own fields (``profile.check``: against its family adapter)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise RegistryError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict) or set(data) != {"models"} or not isinstance(data["models"], list):
-        raise RegistryError(f"{path}: expected one top-level key 'models' holding a list")
-    models: list[ModelSpec] = []
-    for index, entry in enumerate(data["models"]):
-        name = entry.get("name", f"#{index + 1}") if isinstance(entry, dict) else f"#{index + 1}"
-        if not isinstance(entry, dict):
-            raise RegistryError(f"{path}: model {name}: expected a mapping")
-        try:
-            spec = ModelSpec(**entry)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            key = where(err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "unexpected_keyword_argument":
-                msg = "unknown key"
-                if key in ("api_key", "key", "token", "password"):
-                    msg = ("unknown key: never put a secret in this file; set api_key_env to the name of the "
-                           "environment variable that holds the API key")
-            raise RegistryError(f"{path}: model '{name}': key '{key}': {msg}") from None
-        except TypeError as exc:  # e.g. a non-string key
-            raise RegistryError(f"{path}: model '{name}': {exc}") from None
-        if check is not None:
-            try:
-                check(spec)
-            except ValueError as exc:
-                raise RegistryError(f"{path}: model '{name}': {exc}") from None
-        if spec.name in {m.name for m in models}:
-            raise RegistryError(f"{path}: model '{name}': key 'name': duplicate name")
-        if spec.path is not None and not Path(spec.path).is_absolute():
-            spec = ModelSpec(**{**entry, "path": str((path.parent / spec.path).resolve())})
-        models.append(spec)
-    if not models:
-        raise RegistryError(f"{path}: no models")
-    return Registry(path, tuple(models))
-
-
-def load_registry(path: Path, check: Callable[[ModelSpec], None] | None = None) -> Registry:
-    """Read and validate ``path`` (``check``: as ``parse_registry`` takes it)."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
-    return parse_registry(text, path, check)

@@ -1,0 +1,236 @@
+"""What the engine's rendered input says, as the panels and ``inspect --json`` show it: ``inspect(rendered)`` ->
+``Inspection`` (per item: placeholder, feature token, count, range, geometry; the budget; the token runs), its JSON
+and its run-length text. Nothing here renders templates or expands placeholders: every number comes from vLLM."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..engine import RenderedPrompt
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """How one multimodal item (an image, a video) became tokens."""
+
+    modality: str
+    """"image" or "video"."""
+    index: int
+    """Position of the item among its modality's items in the prompt (0-based)."""
+    placeholder: str
+    """Text that stood for the item in the template's output."""
+    token_id: int
+    """Id of the feature token."""
+    count: int
+    """Feature tokens in its range."""
+    offset: int
+    """Index of the range's first token in the expanded prompt."""
+    length: int
+    """Positions the range covers (features plus any start/end markers inside it)."""
+    orig_size: tuple[int, int] | None
+    """Width and height as uploaded (None for precomputed embeddings)."""
+    processed_size: tuple[int, int] | None
+    """Width and height the vision encoder saw, where the family resizes."""
+    grid: tuple[int, int] | None
+    """Rows and columns of tiles / partitions / crops / token cells, or None."""
+    thumbnail: bool | None
+    """Whether a global thumbnail view was added, for tiling families."""
+    num_frames: int | None = None
+    """Videos: frames vLLM's loader sampled (None for images, or where the renderer does not say)."""
+    timestamps_s: tuple[float, ...] | None = None
+    """Videos: where each sampled frame sits in the clip, in seconds."""
+    groups: tuple[int, ...] | None = None
+    """Videos: feature tokens per group of frames that became tokens together, in prompt order."""
+    frames_per_group: int | None = None
+    """Videos: sampled frames per group (Qwen: 2 per temporal patch; InternVL, LLaVA-OneVision: 1), where
+    the frames divide evenly among the groups."""
+
+    def group_frames(self, k: int) -> tuple[int, ...]:
+        """The 0-based sampled frames of group ``k`` (empty where the frames per group are not known)."""
+        n = self.frames_per_group or 0
+        return tuple(range(k * n, (k + 1) * n))
+
+
+VIDEO_FIELDS = ("num_frames", "timestamps_s", "groups", "frames_per_group")
+"""``Expansion`` fields that only videos have (left out of an image's JSON)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Where the context window goes."""
+
+    media_tokens: Mapping[str, int]
+    """Per modality, the positions its items' ranges take."""
+    text_tokens: int
+    """All other prompt positions."""
+    total: int
+    """Prompt length."""
+    max_model_len: int
+    """The engine's context window."""
+
+    @property
+    def free(self) -> int:
+        """Positions left for the answer."""
+        return max(0, self.max_model_len - self.total)
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """Everything the panels show about one rendered request."""
+
+    model: str
+    """Registry name of the model."""
+    family: str
+    """The family adapter that describes it ("generic" when none does)."""
+    content_format: str
+    """"string" (placeholders inserted by vLLM) or "openai" (the template emits them)."""
+    prompt: str
+    """The chat template's output, before placeholder expansion."""
+    conversation: tuple[dict[str, Any], ...]
+    """The messages as the template saw them."""
+    prompt_token_ids: tuple[int, ...]
+    """The expanded ids the engine runs on."""
+    items: Mapping[str, tuple[Expansion, ...]]
+    """Per modality, one entry per item, in prompt order."""
+    geometry_note: str | None
+    """Why no tiles or grid are drawn (no geometry adapter for the model), else None."""
+    budget: Budget
+    """Token budget."""
+    runs: tuple[tuple[str, int], ...]
+    """The ids as runs: (special token, repeat count) and the decoded text between them."""
+    token_texts: Mapping[int, str] = field(default_factory=dict)
+    """Each prompt id's own text (the id decoded alone), where the engine's tokenizer is at hand; empty for a
+    remote engine (the hover titles then give ids and positions only)."""
+    mm_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """The processor kwargs the request went with (vLLM's ``mm_processor_kwargs``; the checkpoint's own config
+    fills in the rest)."""
+    media_io: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The media loading options it went with, per modality (vLLM's ``media_io_kwargs``: video sampling)."""
+    special_tokens: tuple[str, ...] = ()
+    """The special-token strings of the tokenizer that rendered it (the prompt view marks them), whether an engine
+    or vLLM's renderer alone did."""
+    joined: Mapping[int, tuple[int, str]] = field(default_factory=dict)
+    """Where one character spans several tokens (a byte-level tokenizer's pieces of a multi-byte character, each
+    alone no text): ``{position: (tokens, the character(s))}``, so the prompt view shows the character."""
+    frames: Mapping[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
+    """Per time-based modality ("video"), per item: small pictures of the frames vLLM's loader sampled
+    (empty where the renderer does not give them), for the contact sheet."""
+
+    def expansions(self) -> tuple[Expansion, ...]:
+        """Every item of every modality, in prompt order."""
+        return tuple(sorted((e for items in self.items.values() for e in items), key=lambda e: e.offset))
+
+
+def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
+            token_texts: Mapping[int, str] | None = None,
+            joined: Mapping[int, tuple[int, str]] | None = None,
+            special_tokens: tuple[str, ...] = ()) -> Inspection:
+    """Build the inspection of one rendered request (``token_texts``: each id's own text, where known;
+    ``joined``: characters that span several tokens; ``special_tokens``: the renderer's)."""
+    ids = rendered.prompt_token_ids
+    items = {
+        modality: tuple(
+            Expansion(
+                modality=modality,
+                index=i,
+                placeholder=rendered.placeholders.get(modality, ""),
+                token_id=rendered.token_ids[modality],
+                count=sum(1 for t in ids[r.offset:r.offset + r.length] if t == rendered.token_ids[modality]),
+                offset=r.offset,
+                length=r.length,
+                orig_size=g.orig_size,
+                processed_size=g.processed_size,
+                grid=g.grid,
+                thumbnail=g.thumbnail,
+                **(_video_fields(ids, r, g, rendered.token_ids[modality], _nth(rendered.frames.get(modality), i))
+                   if modality == "video" else {}),
+            )
+            for i, (r, g) in enumerate(zip(ranges, rendered.geometry[modality], strict=True))
+        )
+        for modality, ranges in rendered.ranges.items()
+    }
+    media = {modality: sum(e.length for e in found) for modality, found in items.items()}
+    return Inspection(
+        model=rendered.model,
+        family=rendered.family,
+        content_format=rendered.content_format,
+        prompt=rendered.prompt,
+        conversation=rendered.conversation,
+        prompt_token_ids=ids,
+        items=items,
+        geometry_note=rendered.geometry_note,
+        budget=Budget(media, len(ids) - sum(media.values()), len(ids), rendered.max_model_len),
+        runs=runs,
+        token_texts=dict(token_texts or {}),
+        mm_kwargs=dict(rendered.mm_kwargs),
+        media_io={m: dict(v) for m, v in rendered.media_io_kwargs.items()},
+        joined=dict(joined or {}),
+        special_tokens=tuple(special_tokens),
+        frames={m: tuple(f.thumbnails if f is not None else () for f in found) for m, found in rendered.frames.items()},
+    )
+
+
+def _nth(found: tuple[Any, ...] | None, i: int) -> Any:
+    return found[i] if found and i < len(found) else None
+
+
+def feature_runs(ids: tuple[int, ...], offset: int, length: int, token_id: int) -> tuple[int, ...]:
+    """Lengths of the unbroken runs of ``token_id`` in ``ids[offset:offset + length]``, in order."""
+    runs, n = [], 0
+    for t in ids[offset:offset + length]:
+        if t == token_id:
+            n += 1
+        elif n:
+            runs.append(n)
+            n = 0
+    return tuple([*runs, n] if n else runs)
+
+
+def _video_fields(ids: tuple[int, ...], r: Any, g: Any, token_id: int, sampled: Any) -> dict[str, Any]:
+    """A video's frames and groups: the sampled frames from vLLM's loader; the groups from the family's rule
+    over the processor output where it has one (it must add up to the ids' count), else the runs of the
+    feature token in the ids (Qwen3-VL's and InternVL's groups are separate runs)."""
+    runs = feature_runs(ids, r.offset, r.length, token_id)
+    groups = g.groups if g.groups and sum(g.groups) == sum(runs) else runs
+    frames = len(sampled.indices) if sampled is not None else None
+    per_group = frames // len(groups) if frames and groups and frames % len(groups) == 0 else None
+    return {"num_frames": frames, "timestamps_s": sampled.timestamps_s if sampled is not None else None,
+            "groups": tuple(groups), "frames_per_group": per_group}
+
+
+def to_json(inspection: Inspection) -> dict[str, Any]:
+    """The ``inspect --json`` object: per modality ``images`` / ``videos`` lists and token counts."""
+    out: dict[str, Any] = {
+        "model": inspection.model,
+        "family": inspection.family,
+        "content_format": inspection.content_format,
+        "prompt": inspection.prompt,
+        "prompt_token_ids": list(inspection.prompt_token_ids),
+        "max_model_len": inspection.budget.max_model_len,
+        "num_image_tokens": 0,
+        "num_video_tokens": 0,
+        "num_text_tokens": inspection.budget.text_tokens,
+        "images": [],
+        "videos": [],
+        "geometry_note": inspection.geometry_note,
+    }
+    for modality, found in inspection.items.items():
+        out[f"num_{modality}_tokens"] = inspection.budget.media_tokens[modality]
+        skip = {"index", "modality", *(VIDEO_FIELDS if modality != "video" else ())}
+        out[f"{modality}s"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(e).items()
+                                if k not in skip} for e in found]
+    return out
+
+
+def run_length_text(inspection: Inspection) -> str:
+    """Compact text of the sequence, e.g. ``<img> <IMG_CONTEXT>x1792 </img>``; plain text stays text."""
+    pieces = [f" {text}x{n} " if n > 1 else f" {text} " if _is_token(text) else text
+              for text, n in inspection.runs]
+    return re.sub(r" {2,}", " ", "".join(pieces)).strip()
+
+
+def _is_token(text: str) -> bool:
+    return text.startswith("<") and text.endswith(">") and " " not in text

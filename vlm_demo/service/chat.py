@@ -1,0 +1,199 @@
+"""The chat service: one request in, a stream of typed events out.
+
+UI -> ``ChatService.chat(request)`` -> engine -> ``Rendered``, ``Delta``..., then ``Done`` or
+``Failed`` -> UI. User-facing errors (``VlmDemoError``) become a ``Failed`` event; nothing leaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from .. import profile
+from ..engine import EngineManager, RenderedPrompt, Renderer
+from ..errors import InputError, VlmDemoError
+from ..inspector import Inspection, inspect
+from ..registry import ModelSpec, Registry, Sampling
+from ..settings import WAITING_EVERY_S, Settings
+from .checks import check_mm_kwargs, check_request, sent_media_io
+from .detect import detect_sampling
+from .requests import ChatRequest, Delta, Done, Event, Failed, Rendered, Waiting, to_openai_messages
+
+log = logging.getLogger(__name__)
+
+
+class ChatService:
+    """Validates requests, renders them with the engine and streams answers as events."""
+
+    def __init__(self, registry: Registry, engines: EngineManager, settings: Settings):
+        self.registry = registry
+        self.engines = engines
+        self.settings = settings
+
+    def validate(self, request: ChatRequest) -> ModelSpec:
+        """Check the request against the limits; raise ``InputError`` with the reason."""
+        spec = self.registry.get(request.model)
+        check_request(request, spec, self.settings)
+        return spec
+
+    async def controls(self, name: str) -> profile.Profile:
+        """The model's profile with its controls known: for an entry that offers none, its processor's
+        (derived with vLLM's renderer of the model; no engine starts)."""
+        return await self.engines.derived_profile(self.registry.get(name))
+
+    def derive_controls(self) -> None:
+        """Derive the controls of every registry model whose entry offers none (the page shows each model's
+        controls from its start); a model whose renderer cannot be made keeps none, and says why when used."""
+        names = [m.name for m in self.registry.models if not profile.profile(m).controls_known]
+        if not names:
+            return
+
+        async def derive_all() -> None:
+            for name in names:
+                try:
+                    await self.controls(name)
+                except VlmDemoError as exc:
+                    log.warning("%s: no controls derived: %s", name, exc)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:  # (the page may be built inside an event loop)
+            pool.submit(asyncio.run, derive_all()).result()
+
+    async def inspect(self, request: ChatRequest, start_engine: bool = True) -> Inspection:
+        """Render ``request`` without generating, with the model's engine (started if needed), or with
+        ``start_engine=False`` with vLLM's renderer alone unless the engine already runs."""
+        spec = self.validate(request)
+        engine = await (self.engines.get(spec) if start_engine else self.engines.renderer(spec))
+        return self._inspect(engine, await self._render(spec, engine, request))
+
+    @staticmethod
+    def _inspect(engine: Renderer, rendered: RenderedPrompt) -> Inspection:
+        ids = rendered.prompt_token_ids
+        texts = engine.token_texts(ids)
+        return inspect(rendered, engine.token_runs(ids), texts, engine.joined_texts(ids, texts), engine.special_tokens)
+
+    async def _prepare(self, spec: ModelSpec, engine: Renderer,
+                       request: ChatRequest) -> tuple[RenderedPrompt, Sampling, Inspection | None]:
+        """The request rendered, the sampling it goes out with (``max_tokens`` cut to the room left, Detect
+        mode's grammar) and, where that needed it, the render's inspection."""
+        rendered = await self._render(spec, engine, request)
+        sampling = request.sampling or spec.sampling
+        room = engine.max_model_len - len(rendered.prompt_token_ids)
+        if sampling.max_tokens > room:
+            sampling = replace(sampling, max_tokens=room)
+        inspection = None
+        if request.detect:  # the grammar's bounds come from the render
+            inspection = self._inspect(engine, rendered)
+            sampling = detect_sampling(sampling, spec, request.detect, inspection)
+        return rendered, sampling, inspection
+
+    async def _render(self, spec: ModelSpec, engine: Renderer, request: ChatRequest) -> RenderedPrompt:
+        # What people typed; the model's own earlier answers may hold token text it generated (a tokenizer's
+        # non-special added tokens, e.g. Qwen2.5's <|repo_name|>, survive decoding), and go back as they are.
+        # The family's grounding tags are how a person asks where something is (InternVL's "<ref>cat</ref>").
+        texts = [request.system, *(t.text for t in request.turns if t.role == "user")]
+        grounding_tags = engine.adapter.grounding.tags if engine.adapter.grounding else ()
+        for token in (*engine.special_tokens, *engine.placeholders.values()):
+            if token not in grounding_tags and any(token in text for text in texts):
+                raise InputError(
+                    f"the text contains {token!r}, a special token or image placeholder of {spec.name}; "
+                    "images go in as "
+                    "attachments and the chat template adds its own markers, so remove it from the text")
+        found = profile.profile(spec)
+        if not found.controls_known:  # an entry and family without controls: its processor's, derived once
+            found = await self.engines.derived_profile(spec)
+            check_mm_kwargs(found, request.mm_kwargs)
+        rendered = await engine.render(to_openai_messages(request), found.mm_processor_kwargs(request.mm_kwargs),
+                                       sent_media_io(request, spec, self.settings))
+        if len(rendered.prompt_token_ids) >= engine.max_model_len:
+            raise InputError(
+                f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {spec.name} holds "
+                f"{engine.max_model_len:,} (remove images, lower the image settings or clear the chat)")
+        return rendered
+
+    async def chat(self, request: ChatRequest, preview: bool = False) -> AsyncIterator[Event]:
+        """Render, then stream the answer; closing the iterator aborts the engine request.
+
+        ``preview`` (the page): where the model's engine is not running yet, vLLM's renderer alone renders the
+        request first (a ``Rendered`` the panels show at once), ``Waiting`` events say where the engine's start
+        stands, and the engine then generates from that very render (the same renderer's output an engine's own
+        would give). Without it (the CLI) the engine starts first and renders itself (no renderer to build)."""
+        try:
+            spec = self.validate(request)
+            engine = self.engines.running(spec)
+            if engine is None and preview and not spec.remote:
+                events = self._preview_then_answer(spec, request)
+            else:
+                engine = engine or await self.engines.get(spec)
+                t0 = time.perf_counter()
+                rendered, sampling, inspection = await self._prepare(spec, engine, request)
+                events = self._answer(engine, rendered, sampling, t0, announce=inspection or True)
+            async with contextlib.aclosing(events):  # closed early (Stop, a closed tab): the request is aborted
+                async for event in events:
+                    yield event
+        except VlmDemoError as exc:
+            yield Failed(str(exc))
+
+    async def _preview_then_answer(self, spec: ModelSpec, request: ChatRequest) -> AsyncIterator[Event]:
+        """The request rendered by vLLM's renderer alone (``Rendered`` at once), ``Waiting`` while the model's
+        engine starts (closing the stream leaves the start going: the engine is wanted), then the answer that
+        engine generates from that render."""
+        renderer = await self.engines.renderer(spec)
+        rendered, sampling, inspection = await self._prepare(spec, renderer, request)
+        yield Rendered(rendered, inspection or self._inspect(renderer, rendered), sampling)
+        t_wait = time.perf_counter()
+        start = asyncio.ensure_future(self.engines.get(spec))
+        while not start.done():
+            progress = self.engines.progress(spec.name)
+            yield Waiting(spec.name, progress.text() if progress else "starting", time.perf_counter() - t_wait)
+            await asyncio.wait({start}, timeout=WAITING_EVERY_S)
+        engine = start.result()
+        waited = time.perf_counter() - t_wait
+        async with contextlib.aclosing(self._answer(engine, rendered, sampling, time.perf_counter(),
+                                                    waited=waited)) as events:
+            async for event in events:
+                yield event
+
+    async def _answer(self, engine: Renderer, rendered: RenderedPrompt, sampling: Sampling, t0: float,
+                      waited: float = 0.0, announce: Inspection | bool = False) -> AsyncIterator[Event]:
+        """The answer to ``rendered`` as ``Delta`` events, then ``Done``; ``announce``: a ``Rendered`` first (with
+        this inspection, or one made here). The request goes to the engine first; the inspection and the
+        consumer's handling of ``Rendered`` (the UI draws its panels) then overlap the prefill instead of
+        delaying it. Closing the stream early aborts the engine request (the stream's own cleanup)."""
+        stream = engine.stream(rendered, sampling)
+        first = asyncio.ensure_future(anext(stream, None))
+        await asyncio.sleep(0)  # the request task takes its first step (input processing) before the inspection
+        answer, reasoning, n, n_reasoning, t_first, finish, cached = "", "", 0, 0, 0.0, None, 0
+        try:
+            if announce:
+                inspection = announce if isinstance(announce, Inspection) else self._inspect(engine, rendered)
+                yield Rendered(rendered, inspection, sampling)
+            delta = await first
+            while delta is not None:
+                if n == 0 and delta.num_tokens:
+                    t_first = time.perf_counter()
+                n += delta.num_tokens
+                answer += delta.text
+                reasoning += delta.reasoning
+                n_reasoning += delta.reasoning_tokens
+                finish = delta.finish_reason or finish
+                cached = cached if delta.num_cached_tokens is None else delta.num_cached_tokens  # prefix cache
+                if delta.text or delta.reasoning:
+                    now = time.perf_counter()
+                    yield Delta(delta.text, answer, reasoning, num_tokens=n, ttft_s=(t_first - t0) if t_first else 0.0,
+                                tokens_per_s=(n - 1) / (now - t_first) if n > 1 and now > t_first else 0.0,
+                                wait_s=waited)
+                delta = await anext(stream, None)
+        finally:
+            if not first.done():
+                first.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await first
+            await stream.aclose()
+        t_end = time.perf_counter()
+        rate = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
+        yield Done(answer, n, (t_first or t_end) - t0, rate, finish, prompt_tokens=len(rendered.prompt_token_ids),
+                   cached_tokens=cached, reasoning=reasoning, reasoning_tokens=n_reasoning, wait_s=waited)

@@ -1,0 +1,162 @@
+"""What goes into the chat service and what comes out: a request (the conversation, its settings) and the typed
+events of its answer; the conversation as the OpenAI chat messages vLLM renders."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..engine import RenderedPrompt
+from ..errors import InputError
+from ..inspector import Inspection
+from ..intake import ImageEmbeds, Video
+from ..registry import Sampling
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of a conversation."""
+
+    role: Literal["user", "assistant"]
+    """Who said it."""
+    text: str
+    """What was said."""
+    media: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Attachments per modality (user turns only): ``{"image": (decoded RGB images or precomputed
+    image embeddings, ...), "video": (checked videos, ...)}``."""
+
+    def count(self, modality: str) -> int:
+        """How many items of ``modality`` the message holds."""
+        return len(self.media.get(modality, ()))
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """Everything one answer depends on."""
+
+    model: str
+    """Registry name of the model."""
+    turns: tuple[Turn, ...]
+    """The conversation so far, ending with the user's new message."""
+    system: str = ""
+    """System prompt ("" for the template's default)."""
+    mm_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Per-request processor kwargs (control values)."""
+    sampling: Sampling | None = None
+    """Sampling settings; None uses the model's defaults."""
+    media_io: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Per-request media loading options per modality, vLLM's ``media_io_kwargs``: ``{"video": {"num_frames":
+    8, "fps": 2}}`` (how many frames vLLM's loader samples from each video); empty: vLLM's defaults."""
+    detect: str = ""
+    """Detect mode's "what to find" ("": off; ``detect_request`` sets it): the answer is held to the family's box
+    grammar, every coordinate inside the picture as the engine's processor made it (known once rendered)."""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The engine's rendered input, before generation starts."""
+
+    rendered: RenderedPrompt
+    """Prompt text, expanded token ids and image ranges, exactly as the engine gets them."""
+    inspection: Inspection
+    """The inspector's view of ``rendered``."""
+    sampling: Sampling | None = None
+    """The sampling the engine gets (``max_tokens`` cut to the room left, Detect mode's grammar)."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The model's engine is starting; the request waits for it (its ``Rendered`` came from vLLM's renderer
+    alone, and the engine will generate from that render)."""
+
+    model: str
+    """Registry name of the model."""
+    phase: str
+    """Where the start stands, in words, with its time so far."""
+    waited_s: float
+    """Seconds this request has waited so far."""
+
+
+@dataclass(frozen=True)
+class Delta:
+    """New answer (or reasoning) text."""
+
+    text: str
+    """Text added since the previous event."""
+    answer: str
+    """The answer so far."""
+    reasoning: str = ""
+    """The reasoning so far (a model entry with a ``reasoning_parser``); ``answer`` holds only what follows it."""
+    num_tokens: int = 0
+    """Tokens generated so far (reasoning included)."""
+    ttft_s: float = 0.0
+    """Seconds to this answer's first token (as ``Done.ttft_s``)."""
+    tokens_per_s: float = 0.0
+    """Generated tokens per second after the first one, so far."""
+    wait_s: float = 0.0
+    """Seconds the request waited for the model's engine to start (as ``Done.wait_s``)."""
+
+
+@dataclass(frozen=True)
+class Done:
+    """The answer is complete."""
+
+    answer: str
+    """The whole answer."""
+    num_tokens: int
+    """Tokens generated."""
+    ttft_s: float
+    """Seconds from the request reaching the engine (rendering included) to the first token; for a request that
+    waited for its engine to start, from the engine being ready (the render came before, during the wait)."""
+    tokens_per_s: float
+    """Generated tokens per second after the first one (0 for a single token)."""
+    finish_reason: str | None
+    """Why generation ended ("stop", "length")."""
+    prompt_tokens: int = 0
+    """Prompt tokens the engine ran on."""
+    cached_tokens: int = 0
+    """Prompt tokens served from vLLM's prefix cache (whole KV-cache blocks; 0 where the engine does not
+    say)."""
+    reasoning: str = ""
+    """The whole reasoning, split off by the entry's ``reasoning_parser`` ("" without one); the next turn's
+    prompt keeps only ``answer``, as the thinking models' chat templates do with earlier turns."""
+    reasoning_tokens: int = 0
+    """How many of ``num_tokens`` are reasoning: the generated tokens up to and including the end marker."""
+    wait_s: float = 0.0
+    """Seconds the request waited for the model's engine to start (0 when it was running)."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The request failed; nothing else changed."""
+
+    message: str
+    """What to tell the user."""
+
+
+Event = Rendered | Waiting | Delta | Done | Failed
+
+
+def to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
+    """The conversation as OpenAI-style chat messages, images as decoded ``image_pil`` parts."""
+    messages: list[dict[str, Any]] = []
+    if request.system:
+        messages.append({"role": "system", "content": [{"type": "text", "text": request.system}]})
+    for turn in request.turns:
+        parts = [_part(modality, item) for modality, items in turn.media.items() for item in items]
+        parts.append({"type": "text", "text": turn.text})
+        messages.append({"role": turn.role, "content": parts})
+    return messages
+
+
+def _part(modality: str, item: Any) -> dict[str, Any]:
+    """One attachment as a chat content part (a video as the ``video_url`` part ``vllm serve`` takes: vLLM's
+    own loader decodes and samples it)."""
+    if modality == "image":
+        if isinstance(item, ImageEmbeds):
+            return {"type": "image_embeds", "image_embeds": dict(item.tensors)}
+        return {"type": "image_pil", "image_pil": item}
+    if modality == "video" and isinstance(item, Video):
+        return {"type": "video_url", "video_url": {"url": item.data_url()}}
+    raise InputError(f"{modality} attachments are not supported")

@@ -1,0 +1,107 @@
+"""``python app.py``: the page served until SIGTERM or SIGINT, then stopped in order (the page closes, the engines
+shut down, no process of ours outlives the app), exiting with status 0."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from . import profile
+from .registry import Registry
+from .settings import Settings
+
+
+def load_registry(settings: Settings) -> Registry:
+    """``models.yaml`` read and checked as every command reads it: against each entry's family and by the engine
+    layer (its reasoning parser)."""
+    from .engine import check_spec
+
+    return profile.load_registry(settings.models_file, check_spec)
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """Serve the Gradio page until SIGTERM (``kill``, ``docker stop``) or SIGINT (Ctrl-C), then stop in
+    order (``_stop_serving``) and exit with status 0: the stop was asked for and done, nothing failed (128 +
+    the signal's number is what a shell reports for a process the signal killed, which this one is not)."""
+    from .engine import EngineManager, has_gpu
+    from .service import ChatService
+    from .ui import build_app, launch_kwargs
+
+    registry = load_registry(settings)
+    name = args.model or os.environ.get("VLM_DEMO_MODEL") or registry.default(has_gpu()).name
+    registry.get(name)  # unknown names fail here, before the server starts
+    engines = EngineManager(settings)
+    atexit.register(engines.shutdown_all)  # any other way out still stops the engines
+    stop = StopSignals()
+    demo = build_app(ChatService(registry, engines, settings), default_model=name)
+    host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
+    port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
+    try:
+        demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **launch_kwargs(settings))
+        stop.wait()
+    finally:
+        _stop_serving(demo, engines, settings)
+    return 0
+
+
+class StopSignals:
+    """Records SIGTERM and SIGINT instead of raising them anywhere in the main thread, so the app stops in
+    order, once, after the signal (one that comes while the page starts is acted on once it is up)."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        """The first stop signal's number, None until one comes."""
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._record)
+
+    def _record(self, signum: int, frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+
+    def wait(self) -> int:
+        """Block until a stop signal comes; its number."""
+        while self.received is None:
+            time.sleep(0.1)
+        return self.received
+
+
+def _stop_serving(demo, engines, settings: Settings) -> None:
+    """Stop the app in order: the page takes no new requests (Gradio's queue and listening socket close; the
+    server then waits for open requests), the engines shut down, which ends answers still streaming, and the
+    server's thread ends. Each step is bounded by ``settings.stop_grace_s``; a process of ours still running
+    after that (an engine caught starting) is killed, so none outlives the app."""
+    import psutil
+
+    from .engine.local import _descendants
+
+    log = logging.getLogger(__name__)
+    log.info("stopping: closing the page, shutting the engines down")
+    t0 = time.perf_counter()
+    closing = threading.Thread(target=demo.close, kwargs={"verbose": False}, name="gradio-close", daemon=True)
+    closing.start()
+    engines.shutdown_all(settings.stop_grace_s)
+    closing.join(settings.stop_grace_s)
+    for pid in _descendants():  # Python's resource tracker aside: it ends after us, once it has cleaned up
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+    log.info("stopped in %.1f s", time.perf_counter() - t0)
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM (``kill``, ``docker stop``) a normal exit, so the atexit hook stops the engines: by
+    default SIGTERM ends Python without running atexit, and the engine processes were left running."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
+def add_serve_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="model to select at start (default: first tiny model on CPU, "
+                        "first real one on GPU; env VLM_DEMO_MODEL)")
+    parser.add_argument("--host", help="address to listen on (env GRADIO_SERVER_NAME; default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (env GRADIO_SERVER_PORT; default 7860)")
