@@ -6,40 +6,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import math
 from pathlib import Path
 
 import psutil
 import pytest
 
 from vlm_demo.engine.local import cpu_preload
-from vlm_demo.families.internvl_tiling import chat_grids, closest_grid
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Rendered, Turn
 
 from .conftest import make_image
+from .oracles import internvl_tiles, ovis_tokens, qwen_tokens
 
 FIXED = Sampling(temperature=0.0, top_p=1.0, max_tokens=8, ignore_eos=True)
-
-
-def qwen_tokens(width: int, height: int, min_pixels: int, max_pixels: int) -> int:
-    """Qwen2.5-VL's resize rule (round each side to 28 px, keep the area in bounds): 1 token per 28x28."""
-    h, w = round(height / 28) * 28, round(width / 28) * 28
-    if h * w > max_pixels:
-        beta = math.sqrt(height * width / max_pixels)
-        h, w = math.floor(height / beta / 28) * 28, math.floor(width / beta / 28) * 28
-    elif h * w < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h, w = math.ceil(height * beta / 28) * 28, math.ceil(width * beta / 28) * 28
-    return h * w // (28 * 28)
-
-
-def internvl_tiles(width: int, height: int, min_num: int = 1, max_num: int = 12) -> int:
-    """InternVL's dynamic_preprocess: the closest aspect-ratio grid of 448 px tiles (the family's one search),
-    plus a thumbnail."""
-    cols, rows = closest_grid(width, height, chat_grids(min_num, max_num), 448)
-    tiles = cols * rows
-    return tiles + (1 if tiles > 1 else 0)
 
 
 def image_token_count(rendered, engine) -> int:
@@ -56,11 +35,6 @@ async def ask(service, model: str, image, text="What is in this picture?", **mm_
     done = events[-1]
     assert isinstance(done, Done), done
     return rendered, done
-
-
-def ovis_tokens(partitions: int) -> int:
-    """Ovis2: 256 tokens + 1 indicator per view; a partitioned image adds a whole-image view and an end."""
-    return 259 if partitions == 1 else 257 * (partitions + 1) + 1
 
 
 EXPECTED = {

@@ -18,7 +18,7 @@ from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Turn
 
 from .conftest import ROOT, make_image
-from .test_engine import internvl_tiles, ovis_tokens, qwen_tokens
+from .oracles import internvl_tiles, ovis_tokens, qwen_tokens
 
 A, B = make_image(640, 480), make_image(1600, 400, seed=1)
 
