@@ -66,7 +66,7 @@ def serve_command(spec: ModelSpec, model_dir: str | None = None) -> str:
     """The ``vllm serve`` command the exported request is meant for (for an endpoint entry: the server
     it already goes to). ``model_dir``: where a tiny entry's files were built (a registry name is nothing a
     server can load); it is served under the entry's name, which the exported request names."""
-    from .engine.local import serve_kwargs
+    from .engine.startup import serve_kwargs
 
     if spec.remote:
         return (f"# {spec.endpoint} serves {spec.served_model_name}; the controls need it started with "
@@ -90,7 +90,7 @@ PRINTABLE_NOTE = ("# vlm-demo restricted this random-weight model to printable t
 
 def printable_note(spec: ModelSpec) -> str:
     """``PRINTABLE_NOTE`` and a newline where the app restricts ``spec`` to printable tokens, else ""."""
-    from .engine.local import printable_only
+    from .engine.renderer import printable_only
 
     return PRINTABLE_NOTE + "\n" if printable_only(spec) else ""
 

@@ -119,7 +119,7 @@ def probe_pictures() -> tuple[Image.Image, Image.Image]:
 
 
 async def derive(renderer: Any) -> Derived:
-    """The controls of ``renderer``'s model (an ``engine.local.Renderer``), checked by rendering."""
+    """The controls of ``renderer``'s model (an ``engine.renderer.Renderer``), checked by rendering."""
     info = renderer._renderer.get_mm_processor().info
     try:
         hf = info.get_hf_processor()
