@@ -278,7 +278,7 @@ async def test_fallback_ranges_and_geometry_match_the_local_engine(service: Chat
     """Without render, ranges come from the ids and geometry from the image size and kwargs: for the
     other families too, they must equal what the local engine's processor output gives."""
     from vlm_demo import families
-    from vlm_demo.engine.remote import ranges_from_ids
+    from vlm_demo.engine.remote_prompt import ranges_from_ids
 
     spec = registry.get(model)
     request = request_for(model, mm_kwargs)
@@ -492,7 +492,7 @@ def test_content_format_of_the_servers_template(registry, settings, model, expec
     the tiny model's template file, which the server would send); the same as the inspector tests see
     from the local engines (InternVL and Ovis are "string": their prompts need a placeholder per image)."""
     from vlm_demo.engine import EngineManager
-    from vlm_demo.engine.remote import _content_format
+    from vlm_demo.engine.remote_prompt import content_format as _content_format
 
     template = Path(EngineManager(settings).model_path(registry.get(model))) / "chat_template.jinja"
     assert _content_format(template.read_text()) == expected

@@ -23,7 +23,7 @@ from ..errors import InputError
 from ..families import Adapter, ItemGeometry, no_geometry
 from ..profile import Profile, profile, remember_derived
 from ..registry import ModelSpec, Sampling
-from .runs import token_runs
+from .runs import kept_tags, token_runs
 from .types import ItemRange, RenderedPrompt, SampledFrames
 
 
@@ -107,10 +107,8 @@ class Renderer:
 
     @functools.cached_property
     def kept_tags(self) -> frozenset[str]:
-        """Special tokens the family's grounding format writes (InternVL's ``<ref>``/``<box>``, Qwen2-VL's box
-        tokens): answers keep them (vLLM's ``skip_special_tokens=False``), and no other special token."""
-        grounding = self.adapter.grounding
-        return frozenset(grounding.tags) if grounding else frozenset()
+        """The special tokens answers keep: the family's grounding tags (``runs.kept_tags``)."""
+        return kept_tags(self.adapter)
 
     @functools.cached_property
     def printable_token_ids(self) -> tuple[int, ...]:
