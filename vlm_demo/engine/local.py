@@ -89,7 +89,8 @@ class Engine(Renderer):
                         reached = True
                         prompt_ids = tuple(out.prompt_token_ids) if first and out.prompt_token_ids else None
                         first = False
-                        text, reasoning, reasoning_tokens = without_other_specials(completion.text, self.special_tokens, self.kept_tags), "", 0
+                        text = without_other_specials(completion.text, self.special_tokens, self.kept_tags)
+                        reasoning, reasoning_tokens = "", 0
                         if split is not None:
                             reasoning, text, reasoning_tokens = split.feed(
                                 completion.text, completion.token_ids, prompt_ids, finished=out.finished)

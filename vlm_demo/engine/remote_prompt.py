@@ -100,7 +100,8 @@ def geometry(family: Adapter, ids: Sequence[int], ranges: Sequence[ItemRange], t
     return found
 
 
-def template_conversation(messages: Sequence[dict[str, Any]], content_format: str, placeholder: str) -> list[dict[str, Any]]:
+def template_conversation(messages: Sequence[dict[str, Any]], content_format: str,
+                          placeholder: str) -> list[dict[str, Any]]:
     """The messages as vLLM hands them to the chat template: image parts as ``{"type": "image"}``
     ("openai" format), or placeholders before the text ("string" format)."""
     out = []
