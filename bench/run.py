@@ -196,7 +196,7 @@ class ServeServer:
 
         from tests.vllm_server import launch
         from vlm_demo.engine import EngineManager
-        from vlm_demo.engine.local import printable_only
+        from vlm_demo.engine.renderer import printable_only
         from vlm_demo.profile import load_registry
         from vlm_demo.settings import Settings
 

@@ -17,16 +17,20 @@ from pathlib import Path
 
 import httpx
 
+from vlm_demo.engine.openai_request import USAGE, prompt_body, request_body
+from vlm_demo.registry import Sampling
+
 from .common import QUESTION, run_users, users_parser
 
 
 def body(model: str, picture: Path, max_tokens: int, allowed: list[int] | None) -> dict:
-    """The request: the picture as a PNG data URL, the question, the app's sampling for this load."""
+    """The request: the picture as a PNG data URL, the question, the app's sampling for this load (the app's
+    own request body, ``engine.openai_request``, with the usage in the last chunk)."""
     url = "data:image/png;base64," + base64.b64encode(picture.read_bytes()).decode()
-    out = {"model": model, "stream": True, "stream_options": {"include_usage": True}, "max_tokens": max_tokens,
-           "temperature": 0.7, "top_p": 0.9, "ignore_eos": True,
-           "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
-                                                     {"type": "text", "text": QUESTION}]}]}
+    messages = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                             {"type": "text", "text": QUESTION}]}]
+    sampling = Sampling(temperature=0.7, top_p=0.9, max_tokens=max_tokens, ignore_eos=True)
+    out = request_body(prompt_body(model, messages), sampling) | USAGE
     if allowed is not None:  # the app's tiny models sample printable tokens only; so does the peer
         out["allowed_token_ids"] = allowed
     return out

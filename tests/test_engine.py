@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from vlm_demo.engine.local import cpu_preload
+from vlm_demo.engine.processes import cpu_preload
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Rendered, Turn
 

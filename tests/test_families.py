@@ -150,7 +150,7 @@ def test_adapters_key_what_differs_by_modality_by_vllms_modality_names():
 def test_a_third_modality_is_an_entry_not_a_field():
     """An adapter that knows an audio placeholder gives it as it gives the image's: the engine looks each
     modality up by name (vLLM is asked only for what the adapter leaves out, so no model is needed here)."""
-    from vlm_demo.engine.local import placeholders
+    from vlm_demo.engine.renderer import placeholders
 
     adapter = families.Adapter(name="speech", title="Speech",
                                placeholders={"image": "<image>", "video": "<video>", "audio": "<|audio|>"})
@@ -183,7 +183,7 @@ def llava_next_dir(tmp_path_factory):
 
 
 async def test_a_model_with_no_adapter_renders_as_vllm_does(llava_next_dir, registry, engines):
-    from vlm_demo.engine.local import chat_params
+    from vlm_demo.engine.renderer import chat_params
 
     spec = spec_for_directory(registry, llava_next_dir, max_model_len=8192)
     assert spec.family == "auto" and spec.engine_args.load_format == "dummy"  # llava_next: no adapter

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from vlm_demo.engine.local import printable_only
+from vlm_demo.engine.renderer import printable_only
 from vlm_demo.export import PRINTABLE_NOTE, chat_completions_body, curl_command, python_snippet, serve_command
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Done, Failed, Rendered, Turn

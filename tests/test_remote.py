@@ -99,6 +99,26 @@ async def test_tokenize_fallback_gives_the_same_inspection(both: ChatService, se
     assert_same(inspect(rendered, engine.token_runs(rendered.prompt_token_ids)), local)
 
 
+async def test_a_system_prompt_and_an_earlier_answer_render_as_locally(both: ChatService, registry, settings):
+    """The request body (``engine.openai_request``) carries a system prompt and an earlier answer as plain text:
+    the server's render and its /tokenize give the local engine's ids for them."""
+    from vlm_demo.inspector import inspect
+
+    def asked(model: str) -> ChatRequest:
+        first = request_for(model).turns[0]
+        return ChatRequest(model=model, system="Answer in one word.",
+                           turns=(first, Turn("assistant", "Squares."), Turn("user", "And their colours?")))
+
+    local = await both.inspect(asked(MODEL))
+    assert_same(await both.inspect(asked(f"remote-{MODEL}")), local)
+    engine = RemoteEngine(both.registry.get(f"remote-{MODEL}"), settings)
+    await engine.connect()
+    engine.offers_render = False  # as after a 403: the ids from /tokenize
+    rendered = await engine.render(*_messages_and_kwargs(asked(MODEL), registry))
+    await engine.aclose()
+    assert_same(inspect(rendered, engine.token_runs(rendered.prompt_token_ids)), local)
+
+
 def _messages_and_kwargs(request: ChatRequest, registry: Registry):
     from vlm_demo.service import to_openai_messages
 
@@ -278,7 +298,7 @@ async def test_fallback_ranges_and_geometry_match_the_local_engine(service: Chat
     """Without render, ranges come from the ids and geometry from the image size and kwargs: for the
     other families too, they must equal what the local engine's processor output gives."""
     from vlm_demo import families
-    from vlm_demo.engine.remote import ranges_from_ids
+    from vlm_demo.engine.remote_prompt import ranges_from_ids
 
     spec = registry.get(model)
     request = request_for(model, mm_kwargs)
@@ -492,7 +512,7 @@ def test_content_format_of_the_servers_template(registry, settings, model, expec
     the tiny model's template file, which the server would send); the same as the inspector tests see
     from the local engines (InternVL and Ovis are "string": their prompts need a placeholder per image)."""
     from vlm_demo.engine import EngineManager
-    from vlm_demo.engine.remote import _content_format
+    from vlm_demo.engine.remote_prompt import content_format as _content_format
 
     template = Path(EngineManager(settings).model_path(registry.get(model))) / "chat_template.jinja"
     assert _content_format(template.read_text()) == expected

@@ -267,7 +267,7 @@ async def test_the_engine_and_vllm_serve_answer(family, built, registry, engines
 
     case = FAMILIES[family]
     spec = spec_of(family, built(family))
-    # a hybrid (LFM2-VL) runs without prefix caching on CPU, as the app's engine does (engine/local.py)
+    # a hybrid (LFM2-VL) runs without prefix caching on CPU, as the app's engine does (engine/startup.py)
     extra = [*SCALE_OUT_FLAGS, *(["--no-enable-prefix-caching"] if case.hybrid else [])]
     sampling = Sampling(temperature=0.0, max_tokens=8, ignore_eos=True)
     t0 = time.perf_counter()

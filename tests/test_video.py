@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vlm_demo.engine.local import chat_params
+from vlm_demo.engine.renderer import chat_params
 from vlm_demo.export import chat_completions_body
 from vlm_demo.inspector import contact_sheet, to_json
 from vlm_demo.intake import load_video

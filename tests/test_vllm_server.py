@@ -17,14 +17,15 @@ import httpx
 import pytest
 
 from vlm_demo.engine import EngineManager
+from vlm_demo.engine.openai_request import prompt_body, request_body
 from vlm_demo.registry import Sampling, load_registry
-from vlm_demo.service import ChatRequest, ChatService, Turn
+from vlm_demo.service import ChatRequest, ChatService, Turn, to_openai_messages
 from vlm_demo.settings import Settings
 from vlm_demo.profile import spec_for_endpoint
 
 from .conftest import ARTIFACTS, ROOT, make_image
 from .vllm_server import (
-    SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, engine_kwargs, served_messages, server_argv,
+    SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, engine_kwargs, server_argv,
 )
 
 
@@ -99,10 +100,8 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
     request = ChatRequest(model=spec.name, turns=(Turn("user", case.text, {"image": tuple(images)}),), mm_kwargs=case.mm_kwargs)
     inspection = await service.inspect(request)
 
-    body: dict[str, Any] = {"model": spec.name, "messages": served_messages(request), "add_generation_prompt": True}
     mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
-    if mm_kwargs:
-        body["mm_processor_kwargs"] = mm_kwargs
+    body = {**prompt_body(spec.name, to_openai_messages(request), mm_kwargs), "add_generation_prompt": True}
     served = await tokenize(server, body)
 
     ours = list(inspection.prompt_token_ids)
@@ -250,8 +249,8 @@ async def test_the_server_streams_while_it_generates(server: Server):
     128 tokens each; in every one the events must span at least half of the time the answer took."""
     import time
 
-    body = {"model": server.spec.name, "max_tokens": 128, "ignore_eos": True, "stream": True,
-            "messages": [{"role": "user", "content": "Count to a thousand."}]}
+    body = request_body(prompt_body(server.spec.name, [{"role": "user", "content": "Count to a thousand."}]),
+                        Sampling(max_tokens=128, ignore_eos=True))
     spans = []
     async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=120.0) as client:
         for _ in range(6):

@@ -25,12 +25,11 @@ import psutil
 import pytest
 
 from vlm_demo.engine import EngineManager
-from vlm_demo.engine.local import cpu_preload
+from vlm_demo.engine.processes import cpu_preload
 from vlm_demo.export import cli_flags
-from vlm_demo.engine.remote import wire_message
 from vlm_demo.registry import ModelSpec
 from vlm_demo.inspector import Inspection
-from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, to_openai_messages
+from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered
 from vlm_demo.settings import Settings
 
 from .conftest import free_port
@@ -56,12 +55,6 @@ def server_argv(spec: ModelSpec, model_dir: str, settings: Settings, port: int,
     argv += ["--trust-request-mm-kwargs", "--served-model-name", spec.name,
              "--host", HOST, "--port", str(port), *extra]
     return argv
-
-
-def served_messages(request: ChatRequest) -> list[dict[str, Any]]:
-    """The app's own OpenAI messages for ``request`` as they go over the wire (``wire_message``: each decoded
-    image an ``image_url`` part, each video a ``video_url`` part)."""
-    return [wire_message(m) for m in to_openai_messages(request)]
 
 
 @dataclass

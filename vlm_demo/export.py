@@ -8,7 +8,8 @@ import shlex
 from typing import Any
 
 from . import profile
-from .engine.remote import wire_message
+from .engine.openai_request import prompt_body, request_body
+from .engine.runs import kept_tags
 from .registry import ModelSpec
 from .service import ChatRequest, sent_media_io, to_openai_messages
 from .settings import Settings
@@ -16,33 +17,14 @@ from .settings import Settings
 
 def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = True,
                           settings: Settings | None = None) -> dict[str, Any]:
-    """The OpenAI-compatible request body that replays ``request`` against ``vllm serve``."""
-    messages: list[dict[str, Any]] = []
-    for message in to_openai_messages(request):
-        if message["role"] != "user":  # the system prompt and earlier answers as plain text
-            messages.append({"role": message["role"], "content": "".join(p["text"] for p in message["content"])})
-            continue
-        parts = [{"type": "text", "text": "(precomputed image embeddings: not exported)"}
-                 if p.get("type") == "image_embeds" else p for p in message["content"]]
-        messages.append(wire_message({**message, "content": parts}))
+    """The OpenAI-compatible request body that replays ``request`` against ``vllm serve``: the body the app's
+    remote engine posts (``engine.openai_request``), sampling fields (``ignore_eos`` too) included; image
+    embeddings, which JSON cannot carry, are said to be left out."""
     sampling = request.sampling or spec.sampling
-    body: dict[str, Any] = {"model": spec.served_model_name or spec.repo or spec.path or spec.name}
-    mm_kwargs = profile.profile(spec).mm_processor_kwargs(request.mm_kwargs)
-    if mm_kwargs:  # the settings first, where a reader sees them; the messages (pictures and all) last
-        body["mm_processor_kwargs"] = mm_kwargs
-    if media_io := sent_media_io(request, spec, settings or Settings()):
-        body["media_io_kwargs"] = media_io  # vLLM's request field: how its loader samples each video
-    body |= {"max_tokens": sampling.max_tokens, "temperature": sampling.temperature, "top_p": sampling.top_p,
-             "stream": stream}
-    if sampling.seed is not None:
-        body["seed"] = sampling.seed
-    if sampling.regex is not None:  # vLLM's own request field (structured outputs)
-        body["structured_outputs"] = {"regex": sampling.regex}
-    grounding = profile.adapter(spec).grounding
-    if grounding and grounding.tags:  # the format's tags are special tokens: keep them in the answer
-        body["skip_special_tokens"] = False
-    body["messages"] = messages
-    return body
+    prompt = prompt_body(spec.served_model_name or spec.repo or spec.path or spec.name, to_openai_messages(request),
+                         profile.profile(spec).mm_processor_kwargs(request.mm_kwargs),
+                         sent_media_io(request, spec, settings or Settings()), leave_out_embeds=True)
+    return request_body(prompt, sampling, keep_special_tokens=bool(kept_tags(profile.adapter(spec))), stream=stream)
 
 
 LOCAL_SERVER = "http://localhost:8000"
@@ -66,7 +48,7 @@ def serve_command(spec: ModelSpec, model_dir: str | None = None) -> str:
     """The ``vllm serve`` command the exported request is meant for (for an endpoint entry: the server
     it already goes to). ``model_dir``: where a tiny entry's files were built (a registry name is nothing a
     server can load); it is served under the entry's name, which the exported request names."""
-    from .engine.local import serve_kwargs
+    from .engine.startup import serve_kwargs
 
     if spec.remote:
         return (f"# {spec.endpoint} serves {spec.served_model_name}; the controls need it started with "
@@ -90,7 +72,7 @@ PRINTABLE_NOTE = ("# vlm-demo restricted this random-weight model to printable t
 
 def printable_note(spec: ModelSpec) -> str:
     """``PRINTABLE_NOTE`` and a newline where the app restricts ``spec`` to printable tokens, else ""."""
-    from .engine.local import printable_only
+    from .engine.renderer import printable_only
 
     return PRINTABLE_NOTE + "\n" if printable_only(spec) else ""
 
@@ -105,8 +87,8 @@ def curl_command(spec: ModelSpec) -> str:
 
 def python_snippet(body: dict[str, Any], spec: ModelSpec) -> str:
     """An ``openai`` client snippet that sends the exported JSON (saved as request.json) to the model's server."""
-    extras = [key for key in ("mm_processor_kwargs", "media_io_kwargs", "structured_outputs", "skip_special_tokens")
-              if key in body]
+    extras = [key for key in ("mm_processor_kwargs", "media_io_kwargs", "ignore_eos", "structured_outputs",
+                              "skip_special_tokens") if key in body]
     extra = ("\n    extra_body={" + ", ".join(f'"{key}": body["{key}"]' for key in extras) + "}," if extras else "")
     seed = "\n    seed=body[\"seed\"]," if "seed" in body else ""
     imports = "import json\nimport os\n" if spec.api_key_env else "import json\n"

@@ -79,7 +79,7 @@ def _stop_serving(demo, engines, settings: Settings) -> None:
     after that (an engine caught starting) is killed, so none outlives the app."""
     import psutil
 
-    from .engine.local import _descendants
+    from .engine.processes import descendants
 
     log = logging.getLogger(__name__)
     log.info("stopping: closing the page, shutting the engines down")
@@ -88,7 +88,7 @@ def _stop_serving(demo, engines, settings: Settings) -> None:
     closing.start()
     engines.shutdown_all(settings.stop_grace_s)
     closing.join(settings.stop_grace_s)
-    for pid in _descendants():  # Python's resource tracker aside: it ends after us, once it has cleaned up
+    for pid in descendants():  # Python's resource tracker aside: it ends after us, once it has cleaned up
         with contextlib.suppress(psutil.Error):
             psutil.Process(pid).kill()
     log.info("stopped in %.1f s", time.perf_counter() - t0)

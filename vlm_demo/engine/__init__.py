@@ -1,9 +1,15 @@
 """The engine layer: the only code that imports vLLM (``remote.py`` talks to a vLLM server over HTTP
-instead). Rendering and generation happen here."""
+instead). Rendering and generation happen here: ``renderer.py`` (vLLM's renderer without an engine core),
+``local.py`` (an in-process engine's generation), ``manager.py`` (engines started, shared and switched),
+``startup.py`` (one engine's start and its arguments), ``processes.py`` (the engines' processes),
+``remote.py`` (an OpenAI-compatible server)."""
 
-from .local import Engine, EngineManager, Renderer, chat_params, has_gpu
+from .local import Engine
+from .manager import EngineManager
+from .processes import has_gpu
 from .reasoning import check_spec
 from .remote import RemoteEngine
+from .renderer import Renderer, chat_params
 from .types import ItemGeometry, ItemRange, RenderedPrompt, TokenDelta
 
 __all__ = ["Engine", "EngineManager", "ItemGeometry", "ItemRange", "RemoteEngine", "RenderedPrompt", "Renderer",

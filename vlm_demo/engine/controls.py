@@ -118,8 +118,54 @@ def probe_pictures() -> tuple[Image.Image, Image.Image]:
     return picture.resize((1280, 720)), picture.resize((64, 48))
 
 
+class _Probe:
+    """Renders of the probe pictures through ``renderer`` under given kwargs: which ids each gives."""
+
+    def __init__(self, renderer: Any, dicts: Mapping[str, Mapping[str, int]]):
+        self.renderer = renderer
+        self.dicts = dicts
+        pictures = [{"type": "image_pil", "image_pil": p} for p in probe_pictures()]
+        self.messages = [{"role": "user", "content": [*pictures, {"type": "text", "text": "What are these?"}]}]
+
+    async def ids(self, kwargs: Mapping[str, Any], in_scope: frozenset[str] = frozenset()) -> tuple[int, ...] | None:
+        """The prompt's ids under ``kwargs``; None where the processor or the model refuses them, or the prompt
+        does not fit."""
+        renderer = self.renderer
+        t0 = time.monotonic()
+        try:
+            sent = processor_kwargs(image_scoped(kwargs, in_scope), self.dicts)
+            rendered = await renderer.render(self.messages, sent)
+            log.debug("%s: %s rendered in %.2f s", renderer.spec.name, dict(kwargs), time.monotonic() - t0)
+        except Exception as exc:  # noqa: BLE001 - a value the processor or the model refuses: not a control
+            log.debug("%s: %s refused: %s", renderer.spec.name, dict(kwargs), exc)
+            return None
+        if len(rendered.prompt_token_ids) >= renderer.max_model_len:
+            return None
+        return tuple(rendered.prompt_token_ids)
+
+    async def tried(self, name: str, value: int | bool,
+                    context: Mapping[str, bool]) -> tuple[ControlSetting, bool] | None:
+        """The control for ``name`` if every value renders and one gives other ids than ``context`` alone; with
+        whether it goes to the image processor alone: a dict's key does where the model takes it so (its video
+        processor keeps its own dict, and a server's start-up kwargs of either form do not override it)."""
+        base = await self.ids(context)
+        if base is None:
+            return None
+        for in_scope in ((True, False) if "." in name else (False,)):
+            control = setting(name, value)
+            scope = frozenset({name}) if in_scope else frozenset()
+            tries = [not value] if isinstance(value, bool) else [control.min, control.max]
+            got = [await self.ids({**context, name: v}, scope) for v in tries]
+            if not isinstance(value, bool) and None in got:  # the wide range breaks: try a narrower one
+                control = setting(name, value, max(1, value // 4), value * 2)
+                got = [await self.ids({**context, name: v}, scope) for v in (control.min, control.max)]
+            if None not in got and any(g != base for g in got):
+                return control, in_scope
+        return None
+
+
 async def derive(renderer: Any) -> Derived:
-    """The controls of ``renderer``'s model (an ``engine.local.Renderer``), checked by rendering."""
+    """The controls of ``renderer``'s model (an ``engine.renderer.Renderer``), checked by rendering."""
     info = renderer._renderer.get_mm_processor().info
     try:
         hf = info.get_hf_processor()
@@ -134,45 +180,12 @@ async def derive(renderer: Any) -> Derived:
     dicts = {name.partition(".")[0]: dict(getattr(image_processor, name.partition(".")[0]))
              for name in found if "." in name}
     dicts = {k: {n: v for n, v in (d.items() if isinstance(d, Mapping) else ())} for k, d in dicts.items()}
-    pictures = [{"type": "image_pil", "image_pil": p} for p in probe_pictures()]
-    messages = [{"role": "user", "content": [*pictures, {"type": "text", "text": "What are these?"}]}]
-
-    async def ids(kwargs: Mapping[str, Any], in_scope: frozenset[str] = frozenset()) -> tuple[int, ...] | None:
-        t0 = time.monotonic()
-        try:
-            rendered = await renderer.render(messages, processor_kwargs(image_scoped(kwargs, in_scope), dicts))
-            log.debug("%s: %s rendered in %.2f s", renderer.spec.name, dict(kwargs), time.monotonic() - t0)
-        except Exception as exc:  # noqa: BLE001 - a value the processor or the model refuses: not a control
-            log.debug("%s: %s refused: %s", renderer.spec.name, dict(kwargs), exc)
-            return None
-        if len(rendered.prompt_token_ids) >= renderer.max_model_len:
-            return None
-        return tuple(rendered.prompt_token_ids)
-
-    async def tried(name: str, value: int | bool, context: Mapping[str, bool]) -> tuple[ControlSetting, bool] | None:
-        """The control for ``name`` if every value renders and one gives other ids than ``context`` alone; with
-        whether it goes to the image processor alone: a dict's key does where the model takes it so (its video
-        processor keeps its own dict, and a server's start-up kwargs of either form do not override it)."""
-        base = await ids(context)
-        if base is None:
-            return None
-        for in_scope in ((True, False) if "." in name else (False,)):
-            control = setting(name, value)
-            scope = frozenset({name}) if in_scope else frozenset()
-            tries = [not value] if isinstance(value, bool) else [control.min, control.max]
-            got = [await ids({**context, name: v}, scope) for v in tries]
-            if not isinstance(value, bool) and None in got:  # the wide range breaks: try a narrower one
-                control = setting(name, value, max(1, value // 4), value * 2)
-                got = [await ids({**context, name: v}, scope) for v in (control.min, control.max)]
-            if None not in got and any(g != base for g in got):
-                return control, in_scope
-        return None
-
+    probe = _Probe(renderer, dicts)
     controls: list[ControlSetting] = []
     scoped: set[str] = set()
     unchanged: list[str] = []
     for name, value in sorted(found.items(), key=lambda item: not isinstance(item[1], bool)):  # checkboxes first
-        kept = await tried(name, value, {})
+        kept = await probe.tried(name, value, {})
         if kept is None:
             unchanged.append(name)
             continue
@@ -184,7 +197,7 @@ async def derive(renderer: Any) -> Derived:
     switches = {c.kwarg: not found[c.kwarg] for c in controls if c.kind == "bool"}
     for name in [n for n in unchanged if not isinstance(found[n], bool)]:
         for switch, on in switches.items():
-            kept = await tried(name, found[name], {switch: on})
+            kept = await probe.tried(name, found[name], {switch: on})
             if kept is not None:
                 label = f"{name} (from the processor; with {switch} {'on' if on else 'off'})"
                 controls.append(replace(kept[0], label=label))

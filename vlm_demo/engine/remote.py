@@ -7,7 +7,8 @@ special tokens from ``/tokenizer_info``, ``max_model_len`` from ``/v1/models``. 
 ``/v1/chat/completions``; closing the stream (Stop) closes the connection and vLLM aborts the request.
 Images go out only as PNG ``data:`` URLs of the app's own decoded, checked images: the server is never
 handed a URL or a path. Only the content-format rule comes from vLLM itself, run on the server's
-chat template.
+chat template. This module is the HTTP client; the request body is ``openai_request.py``'s, and what is
+rebuilt from the server's ids (ranges, the prompt before expansion, geometry) is ``remote_prompt.py``'s.
 """
 
 from __future__ import annotations
@@ -17,19 +18,20 @@ import errno
 import json
 import logging
 import os
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from ..errors import InputError, RemoteError
-from ..families import ItemGeometry, no_geometry
+from ..errors import RemoteError
 from ..profile import profile
-from ..intake import png_data_url
 from ..registry import AUTO, ModelSpec, Sampling, base_url
 from ..settings import Settings
-from .runs import text_segments, token_runs, without_other_specials
+from .openai_request import USAGE, prompt_body, request_body
+from .remote_prompt import (added_tokens, content_format, geometry, info_specials, most_common, pieces, prompt_text,
+                            ranges_from_ids, template_conversation)
+from .runs import kept_tags, text_segments, token_runs, without_other_specials
 from .types import ItemRange, RenderedPrompt, TokenDelta
 
 log = logging.getLogger(__name__)
@@ -190,8 +192,8 @@ class RemoteEngine:
         info = await self._call("GET", "/tokenizer_info", not_offered=NOT_OFFERED)
         if info is not None:
             self.offers_tokenizer_info = True
-            self._special_names = _added_tokens(info)
-            self.content_format = _content_format(info.get("chat_template"))
+            self._special_names = added_tokens(info)
+            self.content_format = content_format(info.get("chat_template"))
         image_token = family.feature_tokens.get("image")
         markers = [t for t in (image_token, *family.markers.get("image", ("", ""))) if t]
         for token in markers:  # the family's own tokens, from the server's tokenizer in any case
@@ -220,73 +222,66 @@ class RemoteEngine:
         """The server renders the request: its expanded ids and media ranges, as it will generate from."""
         family = self.adapter
         kwargs = dict(mm_kwargs)
-        body: dict[str, Any] = {"model": self.served_model_name, "messages": [wire_message(m) for m in messages]}
-        if kwargs:
-            body["mm_processor_kwargs"] = kwargs
-        if media_io:
-            body["media_io_kwargs"] = {m: dict(v) for m, v in media_io.items()}
+        body = prompt_body(self.served_model_name, messages, kwargs, media_io)
         videos = sum(1 for m in messages if isinstance(m.get("content"), list)
                      for part in m["content"] if part.get("type") == "video_url")
-        ids: list[int] | None = None
-        found: dict[str, list[ItemRange]] = {}
-        if self.offers_render is not False:
-            out = await self._call("POST", "/v1/chat/completions/render", body, not_offered=NOT_OFFERED)
-            self.offers_render = out is not None
-            if out is not None:
-                ids = list(out["token_ids"])
-                features = out.get("features") or {}
-                found = {modality: [ItemRange(int(p["offset"]), int(p["length"])) for p in placed]
-                         for modality, placed in (features.get("mm_placeholders") or {}).items() if placed}
-        if ids is None:
-            if videos:
-                raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and a video's ranges "
-                                  "cannot be read from /tokenize: start the server with --enable-scale-out")
-            if not family.ranges_from_ids or "image" not in family.feature_tokens:
-                raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and {family.title}'s "
-                                  "image ranges cannot be read from /tokenize: start the server with "
-                                  "--enable-scale-out")
-            ids = await self._tokenize({**body, "add_generation_prompt": True})
-            found = {"image": self._ranges_from_ids(ids)}
+        ids, found = await self._expanded(body, videos)
         images = [part.get("image_pil") for m in messages if isinstance(m.get("content"), list)
                   for part in m["content"] if part.get("type") == "image_pil"]
-        ranges = found.get("image", [])
         for modality, sent in (("image", len(images)), ("video", videos)):
             if len(found.get(modality, [])) != sent:
                 raise RemoteError(f"{self.url}: {sent} {modality}(s) sent, but the server's ids hold "
                                   f"{len(found.get(modality, []))} {modality} range(s)")
-        token_id = self.image_token_id if self.image_token_id >= 0 else _most_common(ids, ranges)
-        video_ranges = found.get("video", [])
-        video_token = _most_common(ids, video_ranges)
+        ranges, video_ranges = found.get("image", []), found.get("video", [])
+        token_id = self.image_token_id if self.image_token_id >= 0 else most_common(ids, ranges)
+        video_token = most_common(ids, video_ranges)
         await self._decode_segments(ids, [*ranges, *video_ranges])
-        counts = [sum(1 for t in ids[r.offset:r.offset + r.length] if t == token_id) for r in ranges]
-        from_count = family.geometry_from_count.get("image")
         placeholder = family.placeholders.get("image") or self._special_names.get(token_id, "")
         out_ranges = {m: tuple(r) for m, r in (("image", ranges), ("video", video_ranges)) if r}
-        geometry: dict[str, tuple[ItemGeometry, ...]] = {}
-        if ranges:
-            geometry["image"] = tuple((from_count(n, image, kwargs) if from_count and n else None) or no_geometry(image)
-                                      for n, image in zip(counts, images, strict=True))
-        if video_ranges:
-            geometry["video"] = tuple(no_geometry(None) for _ in video_ranges)
         return RenderedPrompt(
             model=self.spec.name,
             family=family.name,
             content_format=self.content_format,
-            conversation=tuple(_conversation(messages, self.content_format, placeholder)),
-            prompt=self._prompt_text(ids, ranges, token_id, video_ranges, video_token),
+            conversation=tuple(template_conversation(messages, self.content_format, placeholder)),
+            prompt=prompt_text(family, ids, self._special_names, self._decoded, ranges, token_id, video_ranges,
+                               video_token),
             prompt_token_ids=tuple(ids),
             ranges=out_ranges,
-            geometry=geometry,
+            geometry=geometry(family, ids, ranges, token_id, images, video_ranges, kwargs),
             token_ids={m: token_id if m == "image" else video_token for m in out_ranges},
             placeholders={m: placeholder if m == "image" else self._special_names.get(video_token, "")
                           for m in out_ranges},
-            geometry_note=None if from_count else f"no geometry adapter for {self.served_model_name}",
+            geometry_note=(None if family.geometry_from_count.get("image")
+                           else f"no geometry adapter for {self.served_model_name}"),
             mm_kwargs=kwargs,
             max_model_len=self.max_model_len,
             engine_input=body,
             media_io_kwargs=body.get("media_io_kwargs", {}),
             frames={"video": tuple(None for _ in video_ranges)} if video_ranges else {},
         )
+
+    async def _expanded(self, body: dict[str, Any], videos: int) -> tuple[list[int], dict[str, list[ItemRange]]]:
+        """The server's expanded ids and media ranges for ``body``: from its render endpoint, else (not
+        offered) the ids from ``/tokenize`` and the image ranges read from them (families whose ranges can
+        be; a video's cannot)."""
+        family = self.adapter
+        if self.offers_render is not False:
+            out = await self._call("POST", "/v1/chat/completions/render", body, not_offered=NOT_OFFERED)
+            self.offers_render = out is not None
+            if out is not None:
+                features = out.get("features") or {}
+                return list(out["token_ids"]), {
+                    modality: [ItemRange(int(p["offset"]), int(p["length"])) for p in placed]
+                    for modality, placed in (features.get("mm_placeholders") or {}).items() if placed}
+        if videos:
+            raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and a video's ranges "
+                              "cannot be read from /tokenize: start the server with --enable-scale-out")
+        if not family.ranges_from_ids or "image" not in family.feature_tokens:
+            raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and {family.title}'s "
+                              "image ranges cannot be read from /tokenize: start the server with "
+                              "--enable-scale-out")
+        ids = await self._tokenize({**body, "add_generation_prompt": True})
+        return ids, {"image": self._ranges_from_ids(ids)}
 
     @property
     def placeholders(self) -> dict[str, str]:
@@ -298,34 +293,10 @@ class RemoteEngine:
         start, end = (by_text.get(m) if m else None for m in self.adapter.markers.get("image", ("", "")))
         return ranges_from_ids(ids, self.image_token_id, start, end)
 
-    def _pieces(self, ids: Sequence[int], ranges: Sequence[ItemRange],
-                video_ranges: Sequence[ItemRange] = ()) -> list[tuple[str, Any]]:
-        """The ids as ("image", None) for each range (("video", None) for each video range), ("special",
-        text) and ("text", id stretch)."""
-        starts = {r.offset: ("image", r) for r in ranges} | {r.offset: ("video", r) for r in video_ranges}
-        pieces: list[tuple[str, Any]] = []
-        i = 0
-        while i < len(ids):
-            if i in starts:
-                kind, found = starts[i]
-                pieces.append((kind, None))
-                i += found.length
-                continue
-            j = i
-            while j < len(ids) and j not in starts and ids[j] not in self._special_names:
-                j += 1
-            if j > i:
-                pieces.append(("text", tuple(ids[i:j])))
-                i = j
-            elif ids[i] in self._special_names:
-                pieces.append(("special", self._special_names[ids[i]]))
-                i += 1
-        return pieces
-
     async def _decode_segments(self, ids: Sequence[int], ranges: Sequence[ItemRange]) -> None:
         """Have the server decode every id stretch the runs and the prompt text need (cached)."""
         wanted = {seg for seg in text_segments(ids, self._special_names)}
-        wanted |= {seg for kind, seg in self._pieces(ids, ranges) if kind == "text"}
+        wanted |= {seg for kind, seg in pieces(ids, self._special_names, ranges) if kind == "text"}
         missing = [seg for seg in wanted if seg not in self._decoded]
 
         async def decode(seg: tuple[int, ...]) -> None:
@@ -337,40 +308,13 @@ class RemoteEngine:
         while len(self._decoded) > DECODE_CACHE:
             self._decoded.popitem(last=False)
 
-    def _prompt_text(self, ids: Sequence[int], ranges: Sequence[ItemRange], token_id: int,
-                     video_ranges: Sequence[ItemRange] = (), video_token: int = -1) -> str:
-        """The chat template's output before expansion: each image range back to what it expanded from (a
-        video range back to its feature token)."""
-        family = self.adapter
-        if family.unexpand is not None:  # the expansion merged into the text around it: undo it on the text
-            return family.unexpand("".join(value if kind == "special" else self._decoded.get(value, "")
-                                           for kind, value in self._pieces(ids, ())))
-        # A range inside the placeholder text (Qwen: the pads between vision start/end) came from the
-        # image token; a range that is the whole expansion came from the placeholder itself. Without
-        # an adapter, the feature token stands in.
-        token = family.feature_tokens.get("image") or self._special_names.get(token_id, "")
-        placeholder = family.placeholders.get("image") or token
-        stand_in = token if token and token in placeholder else placeholder
-        video = self._special_names.get(video_token, "")
-        return "".join(stand_in if kind == "image" else video if kind == "video" else value if kind == "special"
-                       else self._decoded.get(value, "") for kind, value in self._pieces(ids, ranges, video_ranges))
-
     # --- generation ----------------------------------------------------------------------------
 
     async def stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
         """Stream the answer to ``rendered``; closing the iterator closes the HTTP stream (vLLM aborts)."""
-        body = {**rendered.engine_input, "stream": True, "stream_options": {"include_usage": True},
-                "return_token_ids": True, "max_tokens": sampling.max_tokens, "temperature": sampling.temperature,
-                "top_p": sampling.top_p}
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
-        if sampling.ignore_eos:
-            body["ignore_eos"] = True
-        if sampling.regex is not None:  # vLLM's structured outputs, as Export writes it
-            body["structured_outputs"] = {"regex": sampling.regex}
-        kept = frozenset(self.adapter.grounding.tags) if self.adapter.grounding else frozenset()
-        if kept:
-            body["skip_special_tokens"] = False
+        kept = kept_tags(self.adapter)
+        body = request_body(rendered.engine_input, sampling, keep_special_tokens=bool(kept), stream=True)
+        body |= USAGE | {"return_token_ids": True}  # how the answer is read: token counts, the cached tokens
         path = "/v1/chat/completions"
         try:
             async with self._client().stream("POST", path, json=body) as response:
@@ -408,112 +352,6 @@ class RemoteEngine:
             raise self._transport_error(exc, path) from None
         except ValueError as exc:
             raise RemoteError(f"{self.url}{path}: unreadable stream chunk ({exc})") from None
-
-
-def ranges_from_ids(ids: Sequence[int], image_token_id: int, start_id: int | None = None,
-                    end_id: int | None = None) -> list[ItemRange]:
-    """Image ranges as vLLM places them, from the expanded ids alone: each run of the image token,
-    widened by the family's start / end marker where one sits right beside it (InternVL's ``<img>``)."""
-    ranges: list[ItemRange] = []
-    i = 0
-    while i < len(ids):
-        if ids[i] != image_token_id:
-            i += 1
-            continue
-        j = i
-        while j < len(ids) and ids[j] == image_token_id:
-            j += 1
-        lo = i - 1 if start_id is not None and i > 0 and ids[i - 1] == start_id else i
-        hi = j + 1 if end_id is not None and j < len(ids) and ids[j] == end_id else j
-        ranges.append(ItemRange(lo, hi - lo))
-        i = j
-    return ranges
-
-
-def _most_common(ids: Sequence[int], ranges: Sequence[ItemRange]) -> int:
-    """The id that fills the ranges (the feature token, for a model with no adapter)."""
-    counts = Counter(t for r in ranges for t in ids[r.offset:r.offset + r.length])
-    return counts.most_common(1)[0][0] if counts else -1
-
-
-def wire_message(message: dict[str, Any]) -> dict[str, Any]:
-    """One message (``service.to_openai_messages``) as the OpenAI API carries it: decoded images as PNG data
-    URLs, videos as the ``video_url`` data URLs they already are (the one such conversion: the remote
-    engine, Export and the tests' servers use it)."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return message
-    parts = []
-    for part in content:
-        if part.get("type") == "image_pil":
-            parts.append({"type": "image_url", "image_url": {"url": png_data_url(part["image_pil"])}})
-        elif part.get("type") == "image_embeds":
-            raise InputError("precomputed image embeddings go to an in-process engine only, not to a remote server")
-        else:
-            parts.append(part)
-    return {**message, "content": parts}
-
-
-def _conversation(messages: Sequence[dict[str, Any]], content_format: str, placeholder: str) -> list[dict[str, Any]]:
-    """The messages as vLLM hands them to the chat template: image parts as ``{"type": "image"}``
-    ("openai" format), or placeholders before the text ("string" format)."""
-    out = []
-    for m in messages:
-        content = m.get("content")
-        if not isinstance(content, list):
-            out.append(dict(m))
-            continue
-        if content_format == "openai":
-            out.append({"role": m["role"], "content": [
-                {"type": "image"} if p.get("type") in ("image_pil", "image_embeds")
-                else {"type": "video"} if p.get("type") == "video_url" else p for p in content]})
-        else:
-            images = [placeholder for p in content if p.get("type") in ("image_pil", "image_embeds")]
-            texts = ["\n".join(p["text"] for p in content if p.get("type") == "text")]
-            out.append({"role": m["role"], "content": "\n".join(images + texts)})
-    return out
-
-
-def _added_tokens(info: dict[str, Any]) -> dict[int, str]:
-    """Id -> text of the tokenizer's added tokens, from ``/tokenizer_info``'s ``added_tokens_decoder``."""
-    decoder = info.get("added_tokens_decoder")
-    if isinstance(decoder, str):  # vLLM 0.32 sends the dict's repr
-        import ast
-
-        try:
-            decoder = ast.literal_eval(decoder)
-        except (ValueError, SyntaxError):
-            decoder = None
-    if not isinstance(decoder, dict):
-        return {}
-    names = {}
-    for key, value in decoder.items():
-        text = value.get("content") if isinstance(value, dict) else value
-        if isinstance(text, str):
-            names[int(key)] = text
-    return names
-
-
-def info_specials(info: dict[str, Any] | None) -> list[str]:
-    """The named special tokens (bos, eos, pad, unk, extra) in ``/tokenizer_info``."""
-    if not info:
-        return []
-    found = [info.get(k) for k in ("bos_token", "eos_token", "pad_token", "unk_token", "cls_token", "sep_token",
-                                   "mask_token")]
-    for key in ("additional_special_tokens", "extra_special_tokens"):
-        extra = info.get(key)
-        found += list(extra.values()) if isinstance(extra, dict) else list(extra or [])
-    return [t for t in found if isinstance(t, str) and t]
-
-
-def _content_format(chat_template: str | None) -> str:
-    """The content format vLLM detects for the server's chat template: vLLM's own rule, run here on the
-    template the server sent ("unknown" when it sent none)."""
-    if not chat_template:
-        return "unknown"
-    from vllm.renderers.hf import _detect_content_format
-
-    return _detect_content_format(chat_template, default="string")
 
 
 def _is_missing_route(text: str) -> bool:

@@ -1,9 +1,11 @@
 """The expanded ids as runs, shared by the local and the remote engine: each special token (with its
-repeat count) and the decoded text between special tokens."""
+repeat count) and the decoded text between special tokens; and which special tokens an answer keeps."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+
+from ..families import Adapter
 
 
 def text_segments(ids: Sequence[int], special: Mapping[int, str]) -> list[tuple[int, ...]]:
@@ -49,3 +51,10 @@ def without_other_specials(text: str, specials: Sequence[str], kept: frozenset[s
         if token not in kept and token in text:
             text = text.replace(token, "")
     return text
+
+
+def kept_tags(adapter: Adapter) -> frozenset[str]:
+    """Special tokens the family's grounding format writes (InternVL's ``<ref>``/``<box>``, Qwen2-VL's box
+    tokens): answers keep them (vLLM's ``skip_special_tokens=False``), and no other special token."""
+    grounding = adapter.grounding
+    return frozenset(grounding.tags) if grounding else frozenset()

@@ -1,0 +1,265 @@
+"""The engine manager: one engine per model, started on first use and shared by every request, at most
+``Settings.max_engines`` alive at once (a switch waits for the old engine's requests of other users, then stops
+it); while a model's engine starts, where the start stands; renderers without an engine core for the panels
+meanwhile; endpoint entries' remote engines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import families
+from ..errors import EngineBusyError, EngineStartError, VlmDemoError
+from ..profile import Profile, profile, remember_derived
+from ..registry import EngineArgs, ModelSpec
+from ..settings import RENDERERS_KEPT, Settings
+from .local import Engine
+from .remote import RemoteEngine
+from .renderer import Renderer
+from .startup import engine_kwargs, model_path, start_engine, start_renderer
+
+log = logging.getLogger(__name__)
+
+EngineState = Literal["not loaded", "loading", "ready"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StartProgress:
+    """Where a starting engine stands (what the page shows while a person waits for it)."""
+
+    phase: str
+    """What the start is doing now, in words ("downloading Qwen/Qwen2.5-VL-3B-Instruct", "starting vLLM's engine
+    processes (weights, memory profiling)")."""
+    since: float
+    """When the start began (``time.monotonic()``)."""
+    bytes_done: int = 0
+    """Bytes fetched so far (a Hub download; 0 otherwise)."""
+    bytes_total: int = 0
+    """Bytes to fetch as known so far (a Hub download; 0 otherwise)."""
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the start began."""
+        return time.monotonic() - self.since
+
+    def text(self) -> str:
+        """"starting vLLM's engine processes (weights, memory profiling) · 12 s" (with "· 1.2 of 6.0 GB" while
+        downloading)."""
+        fetched = (f" · {self.bytes_done / 1e9:.2f} of {self.bytes_total / 1e9:.2f} GB" if self.bytes_total
+                   else "")
+        return f"{self.phase}{fetched} · {self.elapsed_s:.0f} s"
+
+
+class EngineManager:
+    """Starts, shares and stops engines: at most ``settings.max_engines`` alive at once. Endpoint
+    entries get a ``RemoteEngine`` (no process, outside that count and the switch policy)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._remote: dict[str, RemoteEngine] = {}
+        self._loading: dict[str, StartProgress] = {}
+        """The engines starting now, with where each stands."""
+        self._renderers: OrderedDict[str, Renderer] = OrderedDict()
+        """Renderers without an engine, most recently used last (``RENDERERS_KEPT`` at most)."""
+        self._lock = asyncio.Lock()
+        self._starts: dict[str, asyncio.Future[Engine]] = {}
+        """Each model's engine start in progress (or last ended), which callers share."""
+        self.starts = 0
+        """How many engines this manager has started (tests check singletons with it)."""
+
+    def state(self, name: str) -> EngineState | str:
+        """Whether the model's engine is not loaded, loading or ready ("remote: URL" for an endpoint)."""
+        if name in self._remote:
+            return f"remote: {self._remote[name].url}"
+        if name in self._loading:
+            return "loading"
+        return "ready" if name in self._engines else "not loaded"
+
+    def progress(self, name: str) -> StartProgress | None:
+        """Where the start of the model's engine stands, while it starts; None otherwise."""
+        return self._loading.get(name)
+
+    def _phase(self, name: str, phase: str, **fields: int) -> None:
+        """Note the phase a start has reached (called from the start's worker thread too)."""
+        found = self._loading.get(name)
+        if found is not None:
+            self._loading[name] = dataclasses.replace(found, phase=phase, **fields)
+
+    def running_requests(self) -> int:
+        """Requests all running engines hold right now (0 when idle)."""
+        return sum(engine.running_requests() for engine in self._engines.values())
+
+    def loaded(self) -> list[str]:
+        """Names of the models whose engines are running, least recently used first."""
+        return list(self._engines)
+
+    async def get(self, spec: ModelSpec) -> Engine | RemoteEngine:
+        """The running engine of ``spec``, started on first use (once, however many ask at once); for an
+        endpoint entry, the remote engine once its server has answered."""
+        if spec.remote:
+            remote = self._remote.get(spec.name)
+            if remote is None or remote.spec != spec:
+                remote = RemoteEngine(spec, self.settings)
+            await remote.connect()  # an unreachable server raises RemoteError, and the next call asks again
+            self._remote[spec.name] = remote
+            return remote
+        engine = self._engines.get(spec.name)
+        if engine is not None and not engine.dead:
+            self._engines.move_to_end(spec.name)
+            return engine
+        # The start runs as its own task: a caller that goes away (Stop, a closed tab) stops waiting for it, not
+        # the start itself, which would otherwise leave an engine's processes running that nothing knows of.
+        task = self._starts.get(spec.name)
+        if task is None or task.done():
+            task = self._starts[spec.name] = asyncio.ensure_future(self._get_locked(spec))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # each caller sees its error
+        return await asyncio.shield(task)
+
+    def running(self, spec: ModelSpec) -> Engine | None:
+        """The model's engine if it is started and alive (no start, no wait); None otherwise."""
+        engine = self._engines.get(spec.name)
+        return engine if engine is not None and not engine.dead else None
+
+    async def _get_locked(self, spec: ModelSpec) -> Engine:
+        """Start ``spec``'s engine (one start at a time), switching out the least recent one where the limit
+        says so; where the start stands is ``progress(spec.name)`` meanwhile."""
+        self._loading[spec.name] = StartProgress("waiting for another engine's start to end", time.monotonic())
+        try:
+            async with self._lock:
+                engine = self._engines.get(spec.name)
+                if engine is not None and engine.dead:
+                    await asyncio.to_thread(engine.shutdown)
+                    del self._engines[spec.name]
+                    engine = None
+                if engine is None:
+                    self._phase(spec.name, "starting")
+                    while len(self._engines) >= self.settings.max_engines:
+                        old_name, old = next(iter(self._engines.items()))
+                        self._phase(spec.name, f"waiting for {old_name}'s requests to end")
+                        await self._wait_idle(old, spec.name)
+                        self._phase(spec.name, f"stopping {old_name}'s engine")
+                        del self._engines[old_name]
+                        await asyncio.to_thread(old.shutdown)
+                    engine = await asyncio.to_thread(start_engine, spec, self.settings,
+                                                      functools.partial(self._phase, spec.name))
+                    self._engines[spec.name] = engine
+                    self.starts += 1
+                self._engines.move_to_end(spec.name)
+                return engine
+        finally:
+            self._loading.pop(spec.name, None)
+
+    async def _wait_idle(self, engine: Engine, wanted: str) -> None:
+        """Switch policy: wait up to ``switch_wait_s`` for the engine to finish others' requests."""
+        deadline = time.monotonic() + self.settings.switch_wait_s
+        while (busy := engine.running_requests()) and not engine.dead:
+            if time.monotonic() >= deadline:
+                raise EngineBusyError(
+                    f"cannot switch to {wanted} now: {engine.spec.name} is answering {busy} request(s) of "
+                    f"other users (waited {self.settings.switch_wait_s:.0f} s); try again in a moment")
+            await asyncio.sleep(0.2)
+
+    def engine(self, name: str) -> Engine | RemoteEngine | None:
+        """The running engine of model ``name``, if any."""
+        return self._engines.get(name) or self._remote.get(name)
+
+    def special_tokens(self, name: str) -> tuple[str, ...]:
+        """Special-token strings of the model's tokenizer, or () when its engine is not running."""
+        engine = self.engine(name)
+        return engine.special_tokens if engine else ()
+
+    async def shutdown(self, name: str) -> None:
+        """Stop one model's engine, if it runs."""
+        remote = self._remote.pop(name, None)
+        if remote is not None:
+            await remote.aclose()
+        async with self._lock:
+            engine = self._engines.pop(name, None)
+            if engine is not None:
+                await asyncio.to_thread(engine.shutdown)
+
+    def shutdown_all(self, grace_s: float | None = None) -> None:
+        """Stop every engine (at exit); ``grace_s`` as ``Engine.shutdown``'s."""
+        while self._engines:
+            _, engine = self._engines.popitem()
+            engine.shutdown(grace_s)
+        while self._remote:
+            self._remote.popitem()[1].shutdown()
+
+    async def derived_profile(self, spec: ModelSpec) -> Profile:
+        """``spec``'s profile with its controls known: for an entry and family that offer none, those derived
+        from the model's processor (``engine.controls``, once). A remote model's come from the checkpoint its
+        server says it serves (``/v1/models`` ``root``): a directory here, or a Hub id whose config, tokenizer and
+        processor files are fetched (no weights); where that cannot be had, none, and what the person types
+        goes to the server as it is."""
+        found = profile(spec)
+        if found.controls_known:
+            return found
+        if not spec.remote:
+            return await (await self.renderer(spec)).derived_profile()  # type: ignore[union-attr]
+        remote = await self.get(spec)  # connected: its root names the checkpoint (an auto entry's family too)
+        found = profile(spec)
+        if found.controls_known:
+            return found
+        from .controls import derive
+
+        try:
+            reference = await asyncio.to_thread(self.reference_renderer, spec, remote)
+            derived = await derive(reference)
+        except VlmDemoError as exc:
+            log.warning("%s: no controls derived (%s); per-request settings go to the server as typed", spec.name,
+                        exc)
+            return remember_derived(spec, (), {}, {})
+        return remember_derived(spec, derived.controls, derived.values, derived.dicts, derived.scoped)
+
+    def reference_renderer(self, spec: ModelSpec, remote: RemoteEngine) -> Renderer:
+        """vLLM's renderer of the checkpoint ``remote`` serves, built here from its files (no engine, no weights):
+        a directory on this machine, else a Hub id's config, tokenizer and processor files."""
+        from .. import hub
+
+        if not remote.root:
+            raise EngineStartError(f"{remote.url} does not say which checkpoint it serves (/v1/models root)")
+        where = remote.root if Path(remote.root).is_dir() else hub.download(remote.root, None, self.settings,
+                                                                            weights=False)
+        local = ModelSpec(name=f"{spec.name}-reference", label=f"{remote.root} (reference)",
+                          family=families.GENERIC.name, path=where, engine_args=EngineArgs(
+                              max_model_len=remote.max_model_len or None, load_format="dummy",
+                              limit_mm_per_prompt=dict(spec.engine_args.limit_mm_per_prompt),
+                              trust_remote_code=spec.engine_args.trust_remote_code))
+        return self.start_renderer(local)
+
+    def start_renderer(self, spec: ModelSpec) -> Renderer:
+        """vLLM's renderer for ``spec`` without an engine: rendering and expansion only (no process,
+        no weights; for work that needs nothing else, such as ``inspect`` on the command line)."""
+        return start_renderer(spec, self.settings)
+
+    async def renderer(self, spec: ModelSpec) -> Renderer | RemoteEngine:
+        """Something that renders ``spec``: its running engine, else a renderer without an engine (an
+        endpoint entry: its remote engine)."""
+        engine = self._engines.get(spec.name)
+        if spec.remote or (engine is not None and not engine.dead):
+            return await self.get(spec)
+        renderer = self._renderers.get(spec.name)
+        if renderer is None or renderer.spec != spec:  # built once (seconds: vLLM's config, tokenizer, processor)
+            renderer = await asyncio.to_thread(self.start_renderer, spec)
+            self._renderers[spec.name] = renderer
+        self._renderers.move_to_end(spec.name)
+        while len(self._renderers) > RENDERERS_KEPT:
+            self._renderers.popitem(last=False)
+        return renderer
+
+    def engine_kwargs(self, spec: ModelSpec, model_dir: str | None = None) -> dict[str, Any]:
+        """``AsyncEngineArgs`` keyword arguments for ``spec`` on this machine (``startup.engine_kwargs``)."""
+        return engine_kwargs(spec, self.settings, model_dir)
+
+    def model_path(self, spec: ModelSpec, report: Any = None, weights: bool = True) -> str:
+        """What vLLM loads for ``spec`` (``startup.model_path``)."""
+        return model_path(spec, self.settings, report, weights)

@@ -1,0 +1,79 @@
+"""The OpenAI chat-completions request, written once: the app's messages as the API carries them, and the
+request body (the prompt: model, per-request processor kwargs, media loading options, messages; then the
+sampling). The remote engine posts it, Export writes it out, the benchmark and the tests' servers send it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import InputError
+from ..intake import png_data_url
+from ..registry import Sampling
+
+EMBEDS_LEFT_OUT = "(precomputed image embeddings: not exported)"
+"""What an exported request says where the app's request had image embeddings (JSON cannot carry them)."""
+
+USAGE = {"stream_options": {"include_usage": True}}
+"""Ask a streaming server for the usage (prompt and completion tokens, cached tokens) in its last chunk."""
+
+
+def wire_message(message: Mapping[str, Any], leave_out_embeds: bool = False) -> dict[str, Any]:
+    """One message (``service.to_openai_messages``) as the OpenAI API carries it: decoded images as PNG data
+    URLs, videos as the ``video_url`` data URLs they already are, a system prompt or earlier answer (one text
+    part) as plain text, as OpenAI clients write them (vLLM reads a string as that one text part: the same
+    render). Image embeddings cannot go to a server (``InputError``); ``leave_out_embeds``: a text part says
+    they were left out instead (Export)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return dict(message)
+    if message.get("role") != "user" and len(content) == 1 and content[0].get("type") == "text":
+        return {**message, "content": content[0]["text"]}
+    parts = []
+    for part in content:
+        if part.get("type") == "image_pil":
+            parts.append({"type": "image_url", "image_url": {"url": png_data_url(part["image_pil"])}})
+        elif part.get("type") == "image_embeds" and leave_out_embeds:
+            parts.append({"type": "text", "text": EMBEDS_LEFT_OUT})
+        elif part.get("type") == "image_embeds":
+            raise InputError("precomputed image embeddings go to an in-process engine only, not to a remote server")
+        else:
+            parts.append(part)
+    return {**message, "content": parts}
+
+
+def prompt_body(model: str, messages: Sequence[Mapping[str, Any]], mm_kwargs: Mapping[str, Any] | None = None,
+                media_io: Mapping[str, Mapping[str, Any]] | None = None,
+                leave_out_embeds: bool = False) -> dict[str, Any]:
+    """The request's prompt, what vLLM renders (``/v1/chat/completions/render`` and ``/tokenize`` take it too):
+    the served model's name, the per-request processor kwargs, the media loading options (how vLLM's loader
+    samples each video) and the messages on the wire (``wire_message``)."""
+    body: dict[str, Any] = {"model": model}
+    if mm_kwargs:
+        body["mm_processor_kwargs"] = dict(mm_kwargs)
+    if media_io:
+        body["media_io_kwargs"] = {m: dict(v) for m, v in media_io.items()}
+    body["messages"] = [wire_message(m, leave_out_embeds) for m in messages]
+    return body
+
+
+def request_body(prompt: Mapping[str, Any], sampling: Sampling, keep_special_tokens: bool = False,
+                 stream: bool = True) -> dict[str, Any]:
+    """The whole chat-completions request: ``prompt`` (``prompt_body``) with ``sampling`` as vLLM's request
+    fields (seed, ``ignore_eos`` and the structured-outputs regex where set), the settings first where a reader
+    sees them, the messages (pictures and all) last. ``keep_special_tokens``: the answer keeps special tokens
+    (a grounding format's tags are special tokens); the app drops those it does not keep itself."""
+    body = {key: value for key, value in prompt.items() if key != "messages"}
+    body |= {"max_tokens": sampling.max_tokens, "temperature": sampling.temperature, "top_p": sampling.top_p,
+             "stream": stream}
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    if sampling.ignore_eos:
+        body["ignore_eos"] = True
+    if sampling.regex is not None:  # vLLM's own request field (structured outputs)
+        body["structured_outputs"] = {"regex": sampling.regex}
+    if keep_special_tokens:
+        body["skip_special_tokens"] = False
+    body["messages"] = prompt["messages"]
+    return body

@@ -1,0 +1,163 @@
+"""A remote server's render, taken apart without the server: the image ranges read from the expanded ids (where
+the server has no render endpoint), the ids as pieces, the chat template's text before expansion rebuilt from
+them, the messages as the template saw them, each item's geometry from its token count, and what
+``/tokenizer_info`` says (added tokens, named special tokens, the template's content format). Pure: no HTTP.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..families import Adapter, ItemGeometry, no_geometry
+from .types import ItemRange
+
+
+def ranges_from_ids(ids: Sequence[int], image_token_id: int, start_id: int | None = None,
+                    end_id: int | None = None) -> list[ItemRange]:
+    """Image ranges as vLLM places them, from the expanded ids alone: each run of the image token,
+    widened by the family's start / end marker where one sits right beside it (InternVL's ``<img>``)."""
+    ranges: list[ItemRange] = []
+    i = 0
+    while i < len(ids):
+        if ids[i] != image_token_id:
+            i += 1
+            continue
+        j = i
+        while j < len(ids) and ids[j] == image_token_id:
+            j += 1
+        lo = i - 1 if start_id is not None and i > 0 and ids[i - 1] == start_id else i
+        hi = j + 1 if end_id is not None and j < len(ids) and ids[j] == end_id else j
+        ranges.append(ItemRange(lo, hi - lo))
+        i = j
+    return ranges
+
+
+def most_common(ids: Sequence[int], ranges: Sequence[ItemRange]) -> int:
+    """The id that fills the ranges (the feature token, for a model with no adapter)."""
+    counts = Counter(t for r in ranges for t in ids[r.offset:r.offset + r.length])
+    return counts.most_common(1)[0][0] if counts else -1
+
+
+def pieces(ids: Sequence[int], special_names: Mapping[int, str], ranges: Sequence[ItemRange] = (),
+           video_ranges: Sequence[ItemRange] = ()) -> list[tuple[str, Any]]:
+    """The ids as ("image", None) for each range (("video", None) for each video range), ("special",
+    text) and ("text", id stretch)."""
+    starts = {r.offset: ("image", r) for r in ranges} | {r.offset: ("video", r) for r in video_ranges}
+    out: list[tuple[str, Any]] = []
+    i = 0
+    while i < len(ids):
+        if i in starts:
+            kind, found = starts[i]
+            out.append((kind, None))
+            i += found.length
+            continue
+        j = i
+        while j < len(ids) and j not in starts and ids[j] not in special_names:
+            j += 1
+        if j > i:
+            out.append(("text", tuple(ids[i:j])))
+            i = j
+        elif ids[i] in special_names:
+            out.append(("special", special_names[ids[i]]))
+            i += 1
+    return out
+
+
+def prompt_text(family: Adapter, ids: Sequence[int], special_names: Mapping[int, str],
+                decoded: Mapping[tuple[int, ...], str], ranges: Sequence[ItemRange], token_id: int,
+                video_ranges: Sequence[ItemRange] = (), video_token: int = -1) -> str:
+    """The chat template's output before expansion: each image range back to what it expanded from (a
+    video range back to its feature token); ``decoded``: each text stretch's text (the server's)."""
+    if family.unexpand is not None:  # the expansion merged into the text around it: undo it on the text
+        return family.unexpand("".join(value if kind == "special" else decoded.get(value, "")
+                                       for kind, value in pieces(ids, special_names)))
+    # A range inside the placeholder text (Qwen: the pads between vision start/end) came from the
+    # image token; a range that is the whole expansion came from the placeholder itself. Without
+    # an adapter, the feature token stands in.
+    token = family.feature_tokens.get("image") or special_names.get(token_id, "")
+    placeholder = family.placeholders.get("image") or token
+    stand_in = token if token and token in placeholder else placeholder
+    video = special_names.get(video_token, "")
+    return "".join(stand_in if kind == "image" else video if kind == "video" else value if kind == "special"
+                   else decoded.get(value, "") for kind, value in pieces(ids, special_names, ranges, video_ranges))
+
+
+def geometry(family: Adapter, ids: Sequence[int], ranges: Sequence[ItemRange], token_id: int,
+             images: Sequence[Any], video_ranges: Sequence[ItemRange],
+             kwargs: Mapping[str, Any]) -> dict[str, tuple[ItemGeometry, ...]]:
+    """Each item's geometry, per modality: a picture's from its count of the image token (the family's
+    ``geometry_from_count``, with its size and the kwargs), else none; a video's none."""
+    from_count = family.geometry_from_count.get("image")
+    counts = [sum(1 for t in ids[r.offset:r.offset + r.length] if t == token_id) for r in ranges]
+    found: dict[str, tuple[ItemGeometry, ...]] = {}
+    if ranges:
+        found["image"] = tuple((from_count(n, image, kwargs) if from_count and n else None) or no_geometry(image)
+                               for n, image in zip(counts, images, strict=True))
+    if video_ranges:
+        found["video"] = tuple(no_geometry(None) for _ in video_ranges)
+    return found
+
+
+def template_conversation(messages: Sequence[dict[str, Any]], content_format: str,
+                          placeholder: str) -> list[dict[str, Any]]:
+    """The messages as vLLM hands them to the chat template: image parts as ``{"type": "image"}``
+    ("openai" format), or placeholders before the text ("string" format)."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if not isinstance(content, list):
+            out.append(dict(m))
+            continue
+        if content_format == "openai":
+            out.append({"role": m["role"], "content": [
+                {"type": "image"} if p.get("type") in ("image_pil", "image_embeds")
+                else {"type": "video"} if p.get("type") == "video_url" else p for p in content]})
+        else:
+            images = [placeholder for p in content if p.get("type") in ("image_pil", "image_embeds")]
+            texts = ["\n".join(p["text"] for p in content if p.get("type") == "text")]
+            out.append({"role": m["role"], "content": "\n".join(images + texts)})
+    return out
+
+
+def added_tokens(info: dict[str, Any]) -> dict[int, str]:
+    """Id -> text of the tokenizer's added tokens, from ``/tokenizer_info``'s ``added_tokens_decoder``."""
+    decoder = info.get("added_tokens_decoder")
+    if isinstance(decoder, str):  # vLLM 0.32 sends the dict's repr
+        import ast
+
+        try:
+            decoder = ast.literal_eval(decoder)
+        except (ValueError, SyntaxError):
+            decoder = None
+    if not isinstance(decoder, dict):
+        return {}
+    names = {}
+    for key, value in decoder.items():
+        text = value.get("content") if isinstance(value, dict) else value
+        if isinstance(text, str):
+            names[int(key)] = text
+    return names
+
+
+def info_specials(info: dict[str, Any] | None) -> list[str]:
+    """The named special tokens (bos, eos, pad, unk, extra) in ``/tokenizer_info``."""
+    if not info:
+        return []
+    found = [info.get(k) for k in ("bos_token", "eos_token", "pad_token", "unk_token", "cls_token", "sep_token",
+                                   "mask_token")]
+    for key in ("additional_special_tokens", "extra_special_tokens"):
+        extra = info.get(key)
+        found += list(extra.values()) if isinstance(extra, dict) else list(extra or [])
+    return [t for t in found if isinstance(t, str) and t]
+
+
+def content_format(chat_template: str | None) -> str:
+    """The content format vLLM detects for the server's chat template: vLLM's own rule, run here on the
+    template the server sent ("unknown" when it sent none)."""
+    if not chat_template:
+        return "unknown"
+    from vllm.renderers.hf import _detect_content_format
+
+    return _detect_content_format(chat_template, default="string")
