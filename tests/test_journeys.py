@@ -354,8 +354,8 @@ class Person:
 def model_journey(person: Person, spec, pictures, first: bool, compare_with=None) -> None:
     """One model's part of the desktop journey (see the module's docstring)."""
     watch, page = person.watch, person.page
-    if first:  # the page's model: chosen already, its engine not started
-        assert "not loaded" in person.status() and spec.display_label in person.status()
+    if first:  # the page's model: chosen already, its engine started as the app came up
+        assert re.search(r"starting|ready", person.status()) and spec.display_label in person.status()
     else:
         person.pick(spec)
     person.attach(pictures[0], text="What is written here?")

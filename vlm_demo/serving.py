@@ -41,6 +41,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     atexit.register(engines.shutdown_all)  # any other way out still stops the engines
     stop = StopSignals()
     demo = build_app(ChatService(registry, engines, settings), default_model=name)
+    if settings.start_at_launch:
+        start_at_launch(demo, engines, registry.get(name))
     host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
     try:
@@ -49,6 +51,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     finally:
         _stop_serving(demo, engines, settings)
     return 0
+
+
+def start_at_launch(demo, engines, spec) -> None:
+    """Start ``spec``'s engine as the page comes up, in the page server's event loop (where every request uses the
+    engines), without holding the page up: Gradio runs its app's start-up events once the server listens."""
+    async def start() -> None:
+        engines.start_soon(spec)
+
+    demo.extra_startup_events.append(start)
 
 
 class StopSignals:

@@ -60,6 +60,9 @@ class Settings:
     """How many engines may be alive at once; starting one more shuts the least recent down."""
     engine_start_timeout_s: float = 600.0
     """How long an engine may take to start before the start counts as failed."""
+    start_at_launch: bool = True
+    """Start the start-up model's engine as the page comes up (in the background: the page is served at once), so a
+    person who asks right away waits only for what is left of the start; off: at the first question."""
     stop_grace_s: float = 0.5
     """When the app is stopped (SIGTERM, Ctrl-C): how long each engine, and then the web server, may take to
     end on their own; an engine still running after that is killed (its processes then take 1-2 s more to go

@@ -123,6 +123,17 @@ class EngineManager:
             task.add_done_callback(lambda t: t.cancelled() or t.exception())  # each caller sees its error
         return await asyncio.shield(task)
 
+    def start_soon(self, spec: ModelSpec) -> None:
+        """Start ``spec``'s engine in the background, as a first ``get`` would (callers of ``get`` meanwhile share
+        this start); a failed start is logged in one line, and the next ``get`` tries again."""
+        def logged(task: asyncio.Task[Any]) -> None:
+            if not task.cancelled() and isinstance(task.exception(), VlmDemoError):
+                log.warning("%s: the engine did not start: %s", spec.name, task.exception())
+            elif not task.cancelled() and task.exception() is not None:
+                log.error("%s: the engine did not start: %r", spec.name, task.exception())
+
+        asyncio.ensure_future(self.get(spec)).add_done_callback(logged)
+
     def running(self, spec: ModelSpec) -> Engine | None:
         """The model's engine if it is started and alive (no start, no wait); None otherwise."""
         engine = self._engines.get(spec.name)
