@@ -28,7 +28,7 @@ from vlm_demo.engine import EngineManager
 from vlm_demo.registry import Registry, Sampling
 from vlm_demo.service import ChatService
 from vlm_demo.ui.app import build_app, launch_kwargs
-from vlm_demo.ui.contract import api_inputs, control_names, named_outputs
+from vlm_demo.ui.contract import STATE_INPUTS, api_inputs, control_names, endpoint_inputs, named_outputs
 from vlm_demo.ui.views import image_file
 
 from .browser import LOG_PROBLEMS, chromium
@@ -273,6 +273,26 @@ def test_inspect_only_follows_the_slider(app, picture):
         with pytest.raises(AppError, match=error):
             client.predict(*api_inputs(registry, "inspect", MODEL, message("Count the shops.", picture),
                                        controls={"max_pixels": bad}), api_name="/inspect")
+
+
+def test_the_api_names_each_input_as_the_handlers_take_it(app, picture):
+    """Each endpoint's inputs, in the order ``gradio_client`` sends them, carry the contract's names, by which
+    the handlers take them (a control by its kwarg, Compare's sides with ``_a`` / ``_b``); ``api_inputs`` builds
+    them in that order, and a call by name gets what the same call by position gets."""
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    kwargs = control_names(registry)
+    for name in ("chat", "retry", "inspect", "compare"):
+        expected = [n for n in endpoint_inputs(name, kwargs) if n not in STATE_INPUTS]
+        assert [p["parameter_name"] for p in api[f"/{name}"]["parameters"]] == expected
+        assert len(api_inputs(registry, name, MODEL)) == len(expected)
+    assert expected.index("model_a") < expected.index("max_pixels_a") < expected.index("model_b")
+    names = [n for n in endpoint_inputs("inspect", kwargs) if n not in STATE_INPUTS]
+    values = api_inputs(registry, "inspect", MODEL, message("Count the shops.", picture), controls={"max_pixels": 100352})
+    by_position = named_outputs("inspect", client.predict(*values, api_name="/inspect"))
+    by_name = named_outputs("inspect", client.predict(**dict(zip(names, values, strict=True)), api_name="/inspect"))
+    assert by_name["table"] == by_position["table"] and by_name["runs"] == by_position["runs"]
 
 
 def test_bad_upload_is_a_clear_error_and_nothing_breaks(app, tmp_path, picture):

@@ -9,57 +9,56 @@ import gradio as gr
 
 from ..service import ChatService
 from ..settings import Settings
-from .contract import API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, EXPORT_OUTPUTS, INSPECT_OUTPUTS, RENDER_OUTPUTS
+from .contract import (API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, EXPORT_OUTPUTS, INSPECT_OUTPUTS, RENDER_OUTPUTS,
+                       endpoint_inputs)
 from .handlers import Handlers
 from .layout import ASSETS, CSS, Page, layout
 
 
 def wire(page: Page, on: Handlers) -> None:
-    """Connect the page's events to the handlers; each API endpoint is named."""
-    controls = page.controls.components
-    sampling = page.sampling
-    chat_outputs = [*page.out(CHAT_OUTPUTS), page.stop_btn, page.state, page.rendered]  # (a button: not in the API)
-    chat_event = page.box.submit(on.submit, [page.box, page.state, page.model, page.system, *sampling, *controls,
-                                             page.urls, page.detect], chat_outputs, api_name="chat")
+    """Connect the page's events to the handlers; each API endpoint is named, and its inputs go to the handler by
+    name in the contract's order (``endpoint_inputs``; Gradio's ``inputs_kwargs`` keeps that order for the API)."""
+    def named(api_name: str) -> dict[str, Any]:
+        return page.inputs(endpoint_inputs(api_name, page.controls.kwargs))
+    # (Stop, the conversation and the render: not in the API)
+    chat_outputs = [*page.out(CHAT_OUTPUTS), page.stop_btn, page.conversation, page.rendered]
+    chat_event = page.message.submit(on.submit, None, chat_outputs, api_name="chat", inputs_kwargs=named("chat"))
     chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
-    page.retry_btn.click(on.retry, [page.state, page.model, page.system, *sampling, *controls, page.detect],
-                         chat_outputs, api_name="retry")
+    page.retry_btn.click(on.retry, None, chat_outputs, api_name="retry", inputs_kwargs=named("retry"))
     # An answer's render: its panels in their own event (not repeated in every streamed update), the box cleared
     page.rendered.change(on.panels, page.rendered, page.out(RENDER_OUTPUTS), api_name="panels",
                          concurrency_limit=None, show_progress_on=[page.prompt])  # never behind the answers
-    page.rendered.change(lambda rendered: None if rendered[1] else gr.skip(), page.rendered, page.box,
+    page.rendered.change(lambda rendered: None if rendered[1] else gr.skip(), page.rendered, page.message,
                          api_name=False, queue=False)
     # Stop ends the answer's stream, which shows the answer as stopped itself (Gradio's cancellation of the event
     # would leave its outputs marked "Error" on the page)
     page.stop_btn.click(on.stop, None, page.stop_btn, api_name="stop", queue=False)
-    inspect_inputs = [page.box, page.state, page.model, page.system, *controls, page.urls]
     inspect_outputs = page.out(INSPECT_OUTPUTS)
-    # Progress shows on one light component: the browser re-reads every component that ever showed an event's
-    # progress at every later event (Gradio 6.31), and Export's boxes hold megabytes (pictures as data URLs)
-    quiet = dict(show_progress_on=[page.prompt])
+    # An inspection's inputs; its progress shows on one light component: the browser re-reads every component that
+    # ever showed an event's progress at every later event (Gradio 6.31), and Export's boxes hold megabytes
+    inspecting = {"inputs_kwargs": named("inspect"), "show_progress_on": [page.prompt]}
     # The panels follow the conversation: after Undo, vLLM's render of what is left (Export: nothing sent yet)
-    page.undo_btn.click(on.undo, page.state, [page.chat, page.state, *page.out(EXPORT_OUTPUTS)], api_name="undo",
-                        show_progress_on=[page.chat]).then(on.follow, inspect_inputs, inspect_outputs, api_name=False,
-                                                           **quiet)
-    page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.state], api_name="clear",
+    page.undo_btn.click(on.undo, page.conversation, [page.chat, page.conversation, *page.out(EXPORT_OUTPUTS)],
+                        api_name="undo", show_progress_on=[page.chat]).then(on.follow, None, inspect_outputs,
+                                                                            api_name=False, **inspecting)
+    page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.conversation], api_name="clear",
                          show_progress_on=[page.chat])
-    page.inspect_btn.click(on.inspect, inspect_inputs, inspect_outputs, api_name="inspect", **quiet)
-    for control in controls:  # a slider on release (Enter in its number box too), a checkbox on each click
+    page.inspect_btn.click(on.inspect, None, inspect_outputs, api_name="inspect", **inspecting)
+    for control in page.controls.components:  # a slider on release (Enter in its box too), a checkbox on a click
         moved = control.input if isinstance(control, gr.Checkbox) else control.release
-        moved(on.inspect, inspect_inputs, inspect_outputs, api_name=False, trigger_mode="always_last", **quiet)
+        moved(on.inspect, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
     # A switch: the new model's controls, sampling, Detect, Compare's pickers and "starting" at once (property
     # updates only), its engine's start (the status follows it), and the panels from vLLM's renderer meanwhile
     switched = page.model.change(on.switch, page.model, on.switch_outputs(), api_name=False, queue=False,
                                  show_progress="hidden")
     switched.then(on.load_model, page.model, page.engine_state, api_name="load_model", show_progress="hidden")
-    switched.then(on.follow, inspect_inputs, inspect_outputs, api_name=False, **quiet)
+    switched.then(on.follow, None, inspect_outputs, api_name=False, **inspecting)
     page.timer.tick(on.tick, page.model, [page.engine_state, page.timer], api_name=False, queue=False,
                     show_progress="hidden")
     for picker, side in ((page.model_a, page.controls_a), (page.model_b, page.controls_b)):
         picker.change(side.updates, picker, side.components, api_name=False, queue=False, show_progress="hidden")
-    page.compare_btn.click(on.compare, [page.box, page.state, page.urls, page.model_a, *page.controls_a.components,
-                                        page.model_b, *page.controls_b.components],
-                           page.out(COMPARE_OUTPUTS), api_name="compare")
+    page.compare_btn.click(on.compare, None, page.out(COMPARE_OUTPUTS), api_name="compare",
+                           inputs_kwargs=named("compare"))
 
 
 def build_app(service: ChatService, default_model: str) -> gr.Blocks:

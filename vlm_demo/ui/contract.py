@@ -4,6 +4,7 @@ a client builds its calls with it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .. import profile
@@ -39,6 +40,38 @@ def named_outputs(api_name: str, values: Any) -> dict[str, Any]:
             else value for name, value in zip(names, values, strict=True)}
 
 
+SAMPLING_INPUTS = ("temperature", "top_p", "max_tokens", "seed")
+"""The sampling sliders' inputs (``seed`` -1: random)."""
+STATE_INPUTS = ("conversation",)
+"""Inputs that are the session's own state: the handlers take them, ``gradio_client`` sends no value for them."""
+
+
+def control_input(kwarg: str, side: str = "") -> str:
+    """The input name of control ``kwarg``: the kwarg itself for the main picker, ``kwarg_a`` / ``kwarg_b`` for
+    Compare's sides (as ``model_a`` / ``model_b``)."""
+    return f"{kwarg}_{side}" if side else kwarg
+
+
+def endpoint_inputs(api_name: str, kwargs: Sequence[str]) -> tuple[str, ...]:
+    """An endpoint's inputs by name, in the order ``gradio_client`` sends them (``STATE_INPUTS`` aside); the
+    handlers take them by these names. ``kwargs``: the controls' names (``control_names``)."""
+    controls = tuple(control_input(k) for k in kwargs)
+    name = api_name.strip("/")
+    if name == "chat":
+        names = ("message", "conversation", "model", "system", *SAMPLING_INPUTS, *controls, "urls", "detect")
+    elif name == "retry":
+        names = ("conversation", "model", "system", *SAMPLING_INPUTS, *controls, "detect")
+    elif name == "inspect":
+        names = ("message", "conversation", "model", "system", *controls, "urls")
+    elif name == "compare":
+        names = ("message", "conversation", "urls", "model_a", *(control_input(k, "a") for k in kwargs),
+                 "model_b", *(control_input(k, "b") for k in kwargs))
+    else:
+        raise ValueError(f"no inputs helper for {api_name!r}")
+    if len(set(names)) != len(names):  # (a control named as another input)
+        raise ValueError(f"{name}: an input name twice in {names}")
+    return names
+
 
 def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any] | None = None, *,
                system: str = "", temperature: float | None = None, top_p: float | None = None,
@@ -50,27 +83,23 @@ def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any]
     model's own. ``model_b``/``controls_b``: Compare's side B. ``detect``: what Detect mode finds ("": off)."""
     kwargs = control_names(registry)
 
-    def control_values(name: str, chosen: dict[str, Any] | None) -> list[Any]:
+    def control_values(name: str, chosen: dict[str, Any] | None, side: str = "") -> dict[str, Any]:
         spec = registry.get(name)
         first = {c.kwarg: c.initial for m in reversed(registry.models) for c in profile.profile(m).controls}  # hidden
         first.update(video_defaults(spec))
         found = profile.profile(spec)
-        return [(chosen or {}).get(k, found.initial(k) if found.control(k) else first[k]) for k in kwargs]
+        return {control_input(k, side): (chosen or {}).get(k, found.initial(k) if found.control(k) else first[k])
+                for k in kwargs}
     default = registry.get(model).sampling
-    sampling = [default.temperature if temperature is None else temperature, default.top_p if top_p is None else top_p,
-                default.max_tokens if max_tokens is None else max_tokens, seed]
-    message = message or {"text": "", "files": []}
-    name = api_name.strip("/")
-    if name == "chat":
-        return [message, model, system, *sampling, *control_values(model, controls), urls, detect]
-    if name == "retry":
-        return [model, system, *sampling, *control_values(model, controls), detect]
-    if name == "inspect":
-        return [message, model, system, *control_values(model, controls), urls]
-    if name == "compare":
-        other = model_b or model
-        return [message, urls, model, *control_values(model, controls), other, *control_values(other, controls_b)]
-    raise ValueError(f"no inputs helper for {api_name!r}")
+    other = model_b or model
+    values = {"message": message or {"text": "", "files": []}, "model": model, "system": system,
+              "temperature": default.temperature if temperature is None else temperature,
+              "top_p": default.top_p if top_p is None else top_p,
+              "max_tokens": default.max_tokens if max_tokens is None else max_tokens, "seed": seed, "urls": urls,
+              "detect": detect, "model_a": model, "model_b": other,
+              **control_values(model, controls), **control_values(model, controls, "a"),
+              **control_values(other, controls_b, "b")}
+    return [values[name] for name in endpoint_inputs(api_name, kwargs) if name not in STATE_INPUTS]
 
 
 VIDEO_OPTIONS = ("num_frames", "fps")

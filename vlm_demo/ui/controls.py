@@ -5,7 +5,7 @@ into per-request kwargs."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gradio as gr
@@ -14,7 +14,7 @@ from .. import profile
 from ..errors import InputError
 from ..service import video_sampling
 from ..settings import VIDEO_NUM_FRAMES, Settings
-from .contract import VIDEO_OPTIONS, control_names, takes_video, video_defaults
+from .contract import VIDEO_OPTIONS, control_input, control_names, takes_video, video_defaults
 
 
 def user_error(message: str) -> gr.Error:
@@ -45,25 +45,45 @@ def typed_input(component: Any, kind: str) -> Any:
     return component
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Controls:
     """A model picker's controls: one component per processor kwarg any model offers (a slider, or a checkbox
     for a bool), shown for the models that have it; then the video sampling sliders (``VIDEO_OPTIONS``),
     shown for models that take video."""
 
     registry: Any
+    """The models whose controls these are."""
     settings: Settings
+    """The app's settings (the video sliders' largest values)."""
     kwargs: tuple[str, ...]
     """The controls' names, in the order of ``components``."""
-    components: list[Any]
+    components: Sequence[Any]
     """The controls' components."""
+    side: str = ""
+    """Whose controls: "" the main picker's, "a" or "b" Compare's sides (their input names: ``names``)."""
 
     @classmethod
-    def create(cls, registry: Any, settings: Settings, model: str, elem_prefix: str | None = None) -> Controls:
-        made = cls(registry, settings, control_names(registry), [])
-        made.components = [made.component(model, k, elem_id=f"{elem_prefix}-{k.replace('.', '-')}" if elem_prefix
-                                          else None) for k in made.kwargs]
-        return made
+    def create(cls, registry: Any, settings: Settings, model: str, side: str = "") -> Controls:
+        """The controls of a picker on ``model``, built (their elements' ids: ``slider-<kwarg>``, or Compare's
+        ``a-<kwarg>`` / ``b-<kwarg>``)."""
+        shape = cls(registry, settings, control_names(registry), (), side)
+        return dataclasses.replace(shape, components=tuple(
+            shape.component(model, k, elem_id=f"{side or 'slider'}-{k.replace('.', '-')}") for k in shape.kwargs))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The controls' input names (the contract's ``control_input``), in the order of ``components``."""
+        return tuple(control_input(k, self.side) for k in self.kwargs)
+
+    def by_kwarg(self, values: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+        """The controls' ``values`` by kwarg: from an event's inputs by input name (``names``; other inputs
+        ignored), or a sequence in the order of ``kwargs``."""
+        if isinstance(values, Mapping):
+            return {kwarg: values[name] for kwarg, name in zip(self.kwargs, self.names, strict=True)}
+        if len(values) != len(self.kwargs):
+            raise InputError(f"expected {len(self.kwargs)} control values ({', '.join(self.kwargs)}), "
+                             f"got {len(values)}")
+        return dict(zip(self.kwargs, values, strict=True))
 
     def props(self, model: str, name: str) -> dict[str, Any]:
         """The properties of control ``name`` (a processor kwarg or a ``VIDEO_OPTIONS`` slider) as ``model`` has
@@ -110,16 +130,13 @@ class Controls:
         """The controls' property updates after the model picker moved to ``model``."""
         return [gr.update(**self.props(model, k)) for k in self.kwargs]
 
-    def mm_kwargs(self, model: str, values: Sequence[Any]) -> dict[str, Any]:
-        """The per-request kwargs the controls' ``values`` ask for under ``model``, each checked against its
-        control's type and range: only the model's own controls, and only those with a default or moved
-        (an unmoved control with no default leaves the checkpoint's own value)."""
+    def mm_kwargs(self, model: str, values: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+        """The per-request kwargs the controls' ``values`` (``by_kwarg``) ask for under ``model``, each checked
+        against its control's type and range: only the model's own controls, and only those with a default or
+        moved (an unmoved control with no default leaves the checkpoint's own value)."""
         found = profile.profile(self.registry.get(model))
-        if len(values) != len(self.kwargs):
-            raise InputError(f"expected {len(self.kwargs)} control values ({', '.join(self.kwargs)}), "
-                             f"got {len(values)}")
         chosen = {}
-        for kwarg, value in zip(self.kwargs, values, strict=True):
+        for kwarg, value in self.by_kwarg(values).items():
             own = found.control(kwarg)
             if own is None or value is None or kwarg in VIDEO_OPTIONS:
                 continue
@@ -128,10 +145,10 @@ class Controls:
                 chosen[kwarg] = value
         return chosen
 
-    def media_io(self, values: Sequence[Any]) -> dict[str, dict[str, Any]]:
-        """The video sampling options the controls' ``values`` ask for (``fps`` 0: not sent); the service
-        checks their ranges."""
-        chosen = dict(zip(self.kwargs, values, strict=True))
+    def media_io(self, values: Mapping[str, Any] | Sequence[Any]) -> dict[str, dict[str, Any]]:
+        """The video sampling options the controls' ``values`` (``by_kwarg``) ask for (``fps`` 0: not sent); the
+        service checks their ranges."""
+        chosen = self.by_kwarg(values)
         video: dict[str, Any] = {}
         frames, fps = chosen.get("num_frames"), chosen.get("fps")
         if frames is not None:

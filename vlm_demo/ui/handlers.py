@@ -7,13 +7,14 @@ import asyncio
 import dataclasses
 import html
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gradio as gr
 
 from ..conversation import Conversation, Exchange, chat_messages
 from ..errors import InputError, VlmDemoError
-from ..service import ChatService, Turn, detect_request
+from ..service import ChatRequest, ChatService, Turn, detect_request
 from ..settings import STATUS_EVERY_S
 from .chat_request import chat_request, read_message
 from .contract import RENDER_OUTPUTS, has_grounding
@@ -24,8 +25,9 @@ from .views import panels, rendered_view, state_text
 
 
 class Handlers:
-    """What the page's events do, each an async function over the chat service. Values come in by
-    position (Gradio's way) and go out by name (``Page.values``)."""
+    """What the page's events do, each an async function over the chat service. Values come in by name (the
+    contract's ``endpoint_inputs``, as keyword arguments: Gradio's ``inputs_kwargs``; a control's by its input
+    name, gathered in ``**controls``) and go out by name (``Page.values``)."""
 
     def __init__(self, service: ChatService, page: Page):
         self.service = service
@@ -34,14 +36,12 @@ class Handlers:
         self.page = page
         self.answers = Answers(service, page)
 
-    def request(self, model, turns, system, sampling, controls, control_set: Controls | None = None):
-        """The typed request for the page's values (``control_set``: whose controls sent ``controls``; the main
-        ones unless given)."""
+    def request(self, model: str, turns: Sequence[Turn], system: str, sampling: Sequence[Any],
+                controls: Mapping[str, Any], control_set: Controls | None = None) -> ChatRequest:
+        """The typed request for the page's values (``controls``: the event's control inputs by name, read by
+        ``control_set``: the main picker's unless given)."""
         return chat_request(self.registry, control_set or self.page.controls, model, turns, system, sampling,
                             controls)
-
-    async def read_message(self, message, url_text) -> tuple[Turn, tuple[Any, ...]]:
-        return await read_message(message, url_text, self.settings)
 
     # -- events
 
@@ -57,33 +57,31 @@ class Handlers:
         return self.page.values(**{name: render.view[name] for name in RENDER_OUTPUTS} | {
             "gallery": opened(render.view["gallery"])})
 
-    async def submit(self, request: gr.Request, message, conversation, model, system, temperature, top_p,
-                     max_tokens, seed, *rest):
+    async def submit(self, request: gr.Request, *, message, conversation, model, system, temperature, top_p,
+                     max_tokens, seed, urls, detect, **controls):
         """Ask the message (the ``/chat`` API)."""
-        *controls, url_text, detect = rest
         marks = {"handler": time.time()}
         try:
-            user, shown = await self.read_message(message, url_text)
+            user, shown = await read_message(message, urls, self.settings)
             marks["read"] = time.time()
             before = _conversation(conversation).settled()
-            chat_request = self.request(model, (*before.turns(), user), system,
-                                        (temperature, top_p, max_tokens, seed), controls)
+            asked = self.request(model, (*before.turns(), user), system, (temperature, top_p, max_tokens, seed),
+                                 controls)
             if (detect or "").strip():  # Detect mode: the family's own question, its answer held to its grammar
                 typed = user.text
-                chat_request = detect_request(chat_request, self.registry.get(model), detect)
-                user = chat_request.turns[-1]
+                asked = detect_request(asked, self.registry.get(model), detect)
+                user = asked.turns[-1]
                 shown = (*shown[:-1], user.text + shown[-1][len(typed):])  # as the model gets it (URL lines kept)
         except VlmDemoError as exc:
             raise user_error(str(exc)) from None
-        async for update in self.answers.answer(before, Exchange(user, shown), chat_request, clear_box=True,
-                                        session=request.session_hash, marks=marks):
+        async for update in self.answers.answer(before, Exchange(user, shown), asked, clear_box=True,
+                                                session=request.session_hash, marks=marks):
             yield update
 
-    async def retry(self, request: gr.Request, conversation, model, system, temperature, top_p, max_tokens, seed,
-                    *rest):
+    async def retry(self, request: gr.Request, *, conversation, model, system, temperature, top_p, max_tokens,
+                    seed, detect, **controls):
         """Answer the last message again, whatever became of its answer (the ``/retry`` API); with Detect on,
         held to the family's box grammar again."""
-        *controls, detect = rest
         marks = {"handler": time.time()}
         marks["read"] = marks["handler"]  # nothing to read: the message is the conversation's own
         try:
@@ -91,14 +89,14 @@ class Handlers:
         except ValueError:
             raise user_error("nothing to retry yet") from None
         try:
-            chat_request = self.request(model, (*before.turns(), exchange.user), system,
-                                        (temperature, top_p, max_tokens, seed), controls)
+            asked = self.request(model, (*before.turns(), exchange.user), system,
+                                 (temperature, top_p, max_tokens, seed), controls)
             if (detect or "").strip():  # the same question, its answer held to the family's grammar
-                chat_request = dataclasses.replace(chat_request, detect=detect.strip())
+                asked = dataclasses.replace(asked, detect=detect.strip())
         except VlmDemoError as exc:
             raise user_error(str(exc)) from None
-        async for update in self.answers.answer(before, exchange, chat_request, clear_box=False,
-                                        session=request.session_hash, marks=marks):
+        async for update in self.answers.answer(before, exchange, asked, clear_box=False,
+                                                session=request.session_hash, marks=marks):
             yield update
 
     def stop(self, request: gr.Request) -> Any:
@@ -113,18 +111,18 @@ class Handlers:
         self.answers.forget(_session(request))
         conversation = _conversation(conversation).undo()
         return self.page.values(chat=chat_messages(conversation), export_json="", export_curl="", export_py="") | {
-            self.page.state: conversation}
+            self.page.conversation: conversation}
 
     def clear(self, request: gr.Request) -> dict[Any, Any]:
         """Start a new conversation (the ``/clear`` API)."""
         self.answers.forget(_session(request))
         return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[],
-                                export_json="", export_curl="", export_py="") | {self.page.state: Conversation()}
+                                export_json="", export_curl="", export_py="") | {self.page.conversation: Conversation()}
 
-    async def to_inspect(self, message, conversation, url_text) -> tuple[Turn, ...]:
+    async def to_inspect(self, message, conversation, urls) -> tuple[Turn, ...]:
         """The turns to inspect: the conversation with the typed message, or else up to its last question."""
         conversation = _conversation(conversation).settled()
-        user, _ = await self.read_message(message, url_text)
+        user, _ = await read_message(message, urls, self.settings)
         if user.text or user.media:
             return (*conversation.turns(), user)
         if conversation.exchanges:
@@ -132,38 +130,38 @@ class Handlers:
             return (*before.turns(), exchange.user)
         return ()
 
-    async def inspect(self, message, conversation, model, system, *rest, quiet: bool = False) -> dict[Any, Any]:
-        """Render and expand without generating (the ``/inspect`` API; the controls call it as they move).
-        ``quiet`` (``follow``): nothing to render empties the panels, and a refusal is raised as it is."""
-        *controls, url_text = rest
+    async def inspect(self, *, message, conversation, model, system, urls, **controls) -> dict[Any, Any]:
+        """Render and expand without generating (the ``/inspect`` API; the controls call it as they move)."""
         try:
-            turns = await self.to_inspect(message, conversation, url_text)
-            if not turns:
-                if quiet:
-                    return self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
-                return self.page.values(stats="add an image or a question to inspect")
-            request = self.request(model, turns, system, (0.0, 1.0, 1, None), controls)
-            inspection = await self.service.inspect(request, start_engine=False)  # not waiting for an engine start
+            return await self._inspect(message, conversation, model, system, urls, controls, quiet=False)
         except VlmDemoError as exc:
-            if quiet:
-                raise
             raise user_error(str(exc)) from None
+
+    async def _inspect(self, message, conversation, model, system, urls, controls: Mapping[str, Any],
+                       quiet: bool) -> dict[Any, Any]:
+        """The panels of the inspected conversation; ``quiet`` (``follow``): nothing to render empties the panels
+        (else the stats line asks for a question). A refusal is raised as it is."""
+        turns = await self.to_inspect(message, conversation, urls)
+        if not turns:
+            if quiet:
+                return self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
+            return self.page.values(stats="add an image or a question to inspect")
+        request = self.request(model, turns, system, (0.0, 1.0, 1, None), controls)
+        inspection = await self.service.inspect(request, start_engine=False)  # not waiting for an engine start
         images = [im for t in request.turns for im in t.media.get("image", ())]
         view = await asyncio.to_thread(panels, self.service, inspection, images)
         return self.page.values(**view | {"gallery": opened(view["gallery"])})
 
-    async def compare(self, message, conversation, url_text, model_a, *rest) -> list[Any]:
-        """Inspect the same conversation under two models or settings (the ``/compare`` API)."""
-        n = len(self.page.controls_a.kwargs)
-        controls_a, (model_b, *controls_b) = rest[:n], rest[n:]
+    async def compare(self, *, message, conversation, urls, model_a, model_b, **controls) -> list[Any]:
+        """Inspect the same conversation under two models or settings (the ``/compare`` API; ``controls``: both
+        sides' controls, by input name)."""
         outputs: list[Any] = []
         try:
-            turns = await self.to_inspect(message, conversation, url_text)
+            turns = await self.to_inspect(message, conversation, urls)
             if not turns:
                 raise InputError("add an image and a question first")
-            for model, values, control_set in ((model_a, controls_a, self.page.controls_a),
-                                               (model_b, controls_b, self.page.controls_b)):
-                request = self.request(model, turns, "", (0.0, 1.0, 1, None), values, control_set)
+            for model, control_set in ((model_a, self.page.controls_a), (model_b, self.page.controls_b)):
+                request = self.request(model, turns, "", (0.0, 1.0, 1, None), controls, control_set)
                 inspection = await self.service.inspect(request, start_engine=False)
                 images = [im for t in turns for im in t.media.get("image", ())]
                 view = await asyncio.to_thread(panels, self.service, inspection, images)
@@ -194,8 +192,8 @@ class Handlers:
     def switch_outputs(self) -> list[Any]:
         """What a model switch updates (``switch``'s outputs)."""
         page = self.page
-        return [*page.controls.components, *page.sampling[:3], page.detect, page.model_a, page.model_b,
-                page.engine_state, page.timer]
+        return [*page.controls.components, page.temperature, page.top_p, page.max_tokens, page.detect, page.model_a,
+                page.model_b, page.engine_state, page.timer]
 
     async def switch(self, name: str) -> dict[Any, Any]:
         """The page as the model picker moved to ``name``: its controls (property updates of the components built
@@ -214,15 +212,16 @@ class Handlers:
                 page.engine_state: state_text(self.service, name, starting=True),
                 page.timer: gr.Timer(STATUS_EVERY_S[0])}
 
-    async def follow(self, message, conversation, model, system, *rest) -> dict[Any, Any]:
+    async def follow(self, *, message, conversation, model, system, urls, **controls) -> dict[Any, Any]:
         """The panels after a switch or an Undo: vLLM's render (without an engine, where it is not running) of
         the conversation and the typed message, as Inspect only shows it; empty when there is nothing to render,
         and a refusal (a video for a model without video) said in the prompt panel, not as an error."""
         empty = self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
         try:
-            return await self.inspect(message, conversation, model, system, *rest, quiet=True)
+            return await self._inspect(message, conversation, model, system, urls, controls, quiet=True)
         except VlmDemoError as exc:
             return empty | self.page.values(prompt=f'<p class="render-note">{html.escape(str(exc))}</p>')
+
 
 def _session(request: gr.Request) -> str:
     """The event's session (its answer and render are the session's own)."""

@@ -46,51 +46,89 @@ EXAMPLES = [
 
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class Page:
     """The page's components by name (see ``layout``)."""
 
     model: Any
+    """The model picker."""
     engine_state: Any
-    state: Any
+    """The status line beside it: where the model's engine stands."""
+    conversation: Any
+    """The session's conversation (Gradio state: no API input)."""
     rendered: Any
     """The session's last render for an answer, as ``(serial, clear the message box)`` (its change shows the
     panels and clears the box)."""
     system: Any
+    """The system prompt."""
     controls: Controls
+    """The model's processor controls and video sliders."""
     temperature: Any
+    """Sampling: temperature."""
     top_p: Any
+    """Sampling: top_p."""
     max_tokens: Any
+    """Sampling: max_tokens."""
     seed: Any
+    """Sampling: the seed (-1: random)."""
     inspect_btn: Any
+    """Inspect only."""
     prompt: Any
+    """Panel 1: the rendered prompt (with the content format and the settings sent)."""
     budget: Any
+    """Panel 2: the token budget bar."""
     runs: Any
+    """Panel 2: the token sequence as runs."""
     table: Any
+    """Panel 2: one row per picture or clip."""
     gallery: Any
+    """Panel 2: what the processor did, one picture at a time."""
     chat: Any
-    box: Any
+    """Panel 3: the chat."""
+    message: Any
+    """The message box (text and files)."""
     urls: Any
+    """Image or video URLs, one a line (shown where URL fetching is on)."""
     stats: Any
+    """The stats line under the chat."""
     stats_data: Any
+    """The answer's figures as data (hidden; for the API)."""
     detect: Any
+    """Detect: what to find (shown where the family has a box format)."""
     boxes: Any
+    """The answer's boxes and points as a table."""
     stop_btn: Any
+    """Stop (interactive while an answer runs)."""
     retry_btn: Any
+    """Retry."""
     undo_btn: Any
+    """Undo."""
     clear_btn: Any
+    """Clear."""
     export_json: Any
+    """Export: the request as OpenAI chat-completions JSON."""
     export_curl: Any
+    """Export: the ``vllm serve`` command and a curl command."""
     export_py: Any
+    """Export: a Python ``openai`` snippet."""
     model_a: Any
+    """Compare: side A's model picker."""
     controls_a: Controls
+    """Compare: side A's controls."""
     model_b: Any
-    controls_b: Any
+    """Compare: side B's model picker."""
+    controls_b: Controls
+    """Compare: side B's controls."""
     compare_btn: Any
+    """Compare (inspect both)."""
     compare_a: Any
+    """Compare: side A's budget and prompt."""
     compare_a_gallery: Any
+    """Compare: side A's pictures."""
     compare_b: Any
+    """Compare: side B's budget and prompt."""
     compare_b_gallery: Any
+    """Compare: side B's pictures."""
     timer: Any
     """Asks for the status line every ``STATUS_EVERY_S`` (each second while the engine starts)."""
 
@@ -102,9 +140,12 @@ class Page:
         """An update keyed by component, from values keyed by name."""
         return {getattr(self, name): value for name, value in values.items()}
 
-    @property
-    def sampling(self) -> list[Any]:
-        return [self.temperature, self.top_p, self.max_tokens, self.seed]
+    def inputs(self, names: Sequence[str]) -> dict[str, Any]:
+        """Components by input name (the contract's ``endpoint_inputs``): a control's by its input name, the rest
+        by attribute."""
+        controls = {name: component for side in (self.controls, self.controls_a, self.controls_b)
+                    for name, component in zip(side.names, side.components, strict=True)}
+        return {name: controls[name] if name in controls else getattr(self, name) for name in names}
 
 
 
@@ -114,7 +155,7 @@ def layout(service: ChatService, default_model: str) -> Page:
     choices = [(spec.display_label, spec.name) for spec in service.registry.models]
     gr.Markdown("# vlm-demo\nChat with a vision-language model served by vLLM and see exactly what the "
                 "engine receives: the rendered prompt, each image's tokens, and the streamed answer.")
-    parts: dict[str, Any] = {"state": gr.State(Conversation()), "rendered": gr.State((0, False))}
+    parts: dict[str, Any] = {"conversation": gr.State(Conversation()), "rendered": gr.State((0, False))}
     with gr.Row(elem_id="model-row"):
         parts["model"] = gr.Dropdown(choices=choices, value=default_model, label="Model", scale=2, min_width=260,
                                      elem_id="model")
@@ -128,7 +169,7 @@ def layout(service: ChatService, default_model: str) -> Page:
             parts |= _expansion_panels()
         with gr.Column(scale=2, min_width=320, elem_id="chat-panel"):
             parts |= _chat_panel(service)
-    _examples(parts["box"])
+    _examples(parts["message"])
     with gr.Accordion("Export: replay this request against vllm serve", open=False, elem_id="export"):
         parts["export_curl"] = gr.Code(label="vllm serve + curl", language="shell", elem_id="export-curl")
         parts["export_json"] = gr.Code(label="request.json (OpenAI chat completions)", language="json",
@@ -144,7 +185,7 @@ def _settings(service: ChatService, default_model: str) -> dict[str, Any]:
     spec = service.registry.get(default_model)
     parts: dict[str, Any] = {}
     parts["system"] = gr.Textbox(label="System prompt", placeholder="(the chat template's default)", lines=2)
-    parts["controls"] = Controls.create(service.registry, service.settings, default_model, elem_prefix="slider")
+    parts["controls"] = Controls.create(service.registry, service.settings, default_model)
     with gr.Accordion("Sampling", open=False, elem_id="sampling"):
         parts["temperature"] = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
         parts["top_p"] = gr.Slider(0.05, 1, value=spec.sampling.top_p, step=0.05, label="top_p")
@@ -178,7 +219,7 @@ def _chat_panel(service: ChatService) -> dict[str, Any]:
     parts: dict[str, Any] = {}
     gr.Markdown("### 3 · Chat")
     parts["chat"] = gr.Chatbot(label="Chat", elem_id="chat", height=440)
-    parts["box"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, ".safetensors"],
+    parts["message"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, ".safetensors"],
                                         file_count="multiple", elem_id="question", label="Message",
                                         show_label=False,
                                         placeholder="Ask about the images or videos (upload, paste or drop "
@@ -218,8 +259,7 @@ def _compare(service: ChatService, default_model: str, choices: list[tuple[str, 
             with gr.Column():
                 parts[f"model_{side}"] = gr.Dropdown(choices=choices, value=default_model,
                                                      label=f"{side.upper()}: model", elem_id=f"model-{side}")
-                parts[f"controls_{side}"] = Controls.create(service.registry, service.settings, default_model,
-                                                            elem_prefix=f"{side}")
+                parts[f"controls_{side}"] = Controls.create(service.registry, service.settings, default_model, side)
     parts["compare_btn"] = gr.Button("Compare (inspect both)", elem_id="compare-btn")
     with gr.Row():
         for side in ("a", "b"):

@@ -35,14 +35,16 @@ async def _with_boxes(boxes: Boxes | None, conversation: Conversation,
     return conversation.with_last(figure=figure), shown | {"boxes": table}
 
 
-
 @dataclasses.dataclass
 class Render:
     """A session's render for an answer (the request as the engine got it), and its panels once drawn."""
 
     request: ChatRequest
+    """The request as the engine got it (its sampling as the service sent it)."""
     inspection: Inspection
+    """vLLM's render of it, inspected."""
     view: dict[str, Any] | None = None
+    """Its panels and Export by output name (``views.rendered_view``), once drawn (the ``/panels`` event)."""
 
 
 @dataclasses.dataclass
@@ -50,6 +52,7 @@ class _Live:
     """A session's answer while it streams: the conversation as last shown, and whether Stop was pressed."""
 
     conversation: Conversation
+    """The conversation as last shown."""
     stopped: bool = False
     """Set by Stop: the stream ends (closing it aborts the engine request) and shows the answer as stopped."""
     stats: Stats = dataclasses.field(default_factory=Stats)
@@ -160,7 +163,8 @@ class Answers:
                         raise user_error(event.message)
                     conversation = conversation.with_last(status="failed", note=event.message)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": "", "stop_btn": STOP_OFF,
-                                                 "stats_data": stats_data(None, "failed")}) | {page.state: live.shown(conversation)}
+                                                 "stats_data": stats_data(None, "failed")}) | {
+                        page.conversation: live.shown(conversation)}
                     raise user_error(event.message)
                 if isinstance(event, Rendered):
                     marks["rendered"] = time.time()
@@ -171,11 +175,12 @@ class Answers:
                     boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
                     marks["panels"] = time.time()  # handed to the panels' own event (drawn there, in parallel)
                     yield page.values(**shown, chat=chat_messages(conversation)) | {
-                        page.state: live.shown(conversation), page.rendered: (rendered, clear_box)}
+                        page.conversation: live.shown(conversation), page.rendered: (rendered, clear_box)}
                 elif isinstance(event, Waiting):
                     live.stats = Stats(wait_s=event.waited_s)
                     yield page.values(**shown | {"stats": waiting_text(event), "stats_data": stats_data(
-                        live.stats, "waiting"), "chat": chat_messages(conversation)}) | {page.state: live.shown(conversation)}
+                        live.stats, "waiting"), "chat": chat_messages(conversation)}) | {
+                        page.conversation: live.shown(conversation)}
                 elif isinstance(event, Delta):
                     conversation = conversation.with_last(answer=event.answer, reasoning=event.reasoning)
                     live.stats = Stats(tokens=event.num_tokens, ttft_s=event.ttft_s, tokens_per_s=event.tokens_per_s,
@@ -186,7 +191,7 @@ class Answers:
                         conversation, shown = await _with_boxes(boxes, conversation, shown)
                         marks.setdefault("first_text", time.time())
                         yield page.values(**shown | {"stats": "generating…"}, chat=chat_messages(conversation)) | {
-                            page.state: live.shown(conversation)}
+                            page.conversation: live.shown(conversation)}
                 elif isinstance(event, Done):
                     stats = stats_of(event)
                     conversation = conversation.with_last(answer=event.answer, status="done", stats=stats,
@@ -194,12 +199,12 @@ class Answers:
                     conversation, shown = await _with_boxes(boxes, conversation, shown)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": stats_text(stats),
                                                  "stats_data": stats_data(stats, "done", marks), "stop_btn": STOP_OFF}
-                                      ) | {page.state: live.shown(conversation)}
+                                      ) | {page.conversation: live.shown(conversation)}
         if live.stopped:  # the answer as far as it was shown, marked (the stream's last update: Gradio repeats it)
             stopped = live.conversation.settled().with_last(stats=live.stats)
             yield page.values(**shown | {"chat": chat_messages(stopped), "stats": stats_text(live.stats, True),
                                          "stats_data": stats_data(live.stats, "stopped"), "stop_btn": STOP_OFF}
-                              ) | {page.state: stopped}
+                              ) | {page.conversation: stopped}
 
     def _keep_render(self, session: str, render: Render) -> int:
         """Keep ``render`` as ``session``'s last; returns its serial number."""

@@ -188,8 +188,11 @@ class Boxes:
     image), in its own pixels with the geometry the engine's processor reported."""
 
     grounding: Grounding
+    """The family's box format."""
     image: Image.Image
+    """The picture the boxes are drawn on."""
     expansion: Expansion
+    """Its expansion (the processed size a format's pixels refer to)."""
     drawn: tuple[tuple[Any, ...], str | None] = ((), None)
     """The last items placed and their picture (drawn again only when they change)."""
 
