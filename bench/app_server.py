@@ -16,7 +16,7 @@ from vlm_demo.engine import EngineManager
 from vlm_demo.profile import load_registry
 from vlm_demo.service import ChatRequest, ChatService
 from vlm_demo.settings import Settings
-from vlm_demo.ui import build_app, launch_kwargs
+from vlm_demo.ui.app import build_app, launch_kwargs
 
 
 class FixedLengthService(ChatService):

@@ -21,7 +21,7 @@ import httpx
 from gradio_client import Client
 from gradio_client.utils import apply_diff
 
-from vlm_demo.ui import CHAT_OUTPUTS, named_outputs
+from vlm_demo.ui.contract import CHAT_OUTPUTS, named_outputs
 
 from .common import run_users, users_parser
 from .gradio_load import chat_args

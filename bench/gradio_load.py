@@ -19,7 +19,7 @@ from gradio_client.client import Endpoint
 
 from vlm_demo.profile import load_registry
 from vlm_demo.settings import Settings
-from vlm_demo.ui import api_inputs, named_outputs
+from vlm_demo.ui.contract import api_inputs, named_outputs
 
 from .common import QUESTION, users_parser
 

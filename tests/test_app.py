@@ -11,6 +11,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -24,7 +26,9 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from vlm_demo.engine import EngineManager
 from vlm_demo.registry import Registry, Sampling
 from vlm_demo.service import ChatService
-from vlm_demo.ui import api_inputs, build_app, control_names, image_file, launch_kwargs, named_outputs
+from vlm_demo.ui.app import build_app, launch_kwargs
+from vlm_demo.ui.contract import STATE_INPUTS, api_inputs, control_names, endpoint_inputs, named_outputs
+from vlm_demo.ui.views import image_file
 
 from .browser import LOG_PROBLEMS, chromium
 from .conftest import ARTIFACTS, ROOT, free_port, make_image
@@ -145,6 +149,14 @@ def test_overlay_pictures_are_written_once_and_whole(tmp_path):
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".png", ".png"]  # no staging file left
 
 
+def test_the_views_and_the_contract_do_not_import_gradio():
+    """The panels' HTML, text and pictures are made without gradio (each view is testable without a page), and a
+    client builds its API calls by name without it."""
+    code = ("import sys, vlm_demo.ui.views, vlm_demo.ui.contract, vlm_demo.ui.chat_request; "
+            "assert not any(m == 'gradio' or m.startswith('gradio.') for m in sys.modules), 'gradio imported'")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+
+
 def test_each_picture_is_encoded_once_per_process(monkeypatch):
     """A conversation re-sends its earlier images every turn; their PNG data URLs (export, remote server)
     and expansion pictures are encoded once per picture (and grid), and stay the same pixels."""
@@ -153,7 +165,8 @@ def test_each_picture_is_encoded_once_per_process(monkeypatch):
 
     from PIL import Image
 
-    from vlm_demo import intake, ui
+    from vlm_demo import intake
+    from vlm_demo.ui import views
     from vlm_demo.inspector import Expansion
 
     encodes = []
@@ -168,12 +181,12 @@ def test_each_picture_is_encoded_once_per_process(monkeypatch):
 
     def expansion(offset: int, grid):
         return Expansion("image", 0, "<image>", 5, 4, offset, 4, (97, 61), None, grid, None)
-    first = ui.overlay_file(picture, expansion(3, (2, 2)), False)
-    assert ui.overlay_file(make_image(97, 61, seed=7), expansion(40, (2, 2)), False) == first  # a later turn
+    first = views.overlay_file(picture, expansion(3, (2, 2)), False)
+    assert views.overlay_file(make_image(97, 61, seed=7), expansion(40, (2, 2)), False) == first  # a later turn
     assert len(encodes) == 3
-    assert ui.overlay_file(picture, expansion(3, (1, 3)), False) != first and len(encodes) == 4
+    assert views.overlay_file(picture, expansion(3, (1, 3)), False) != first and len(encodes) == 4
     os.remove(first)  # a cleaned temp folder: written again
-    assert ui.overlay_file(picture, expansion(3, (2, 2)), False) == first and os.path.exists(first)
+    assert views.overlay_file(picture, expansion(3, (2, 2)), False) == first and os.path.exists(first)
 
 
 def test_streams_an_answer_with_the_three_panels(app, picture):
@@ -253,6 +266,26 @@ def test_inspect_only_follows_the_slider(app, picture):
         with pytest.raises(AppError, match=error):
             client.predict(*api_inputs(registry, "inspect", MODEL, message("Count the shops.", picture),
                                        controls={"max_pixels": bad}), api_name="/inspect")
+
+
+def test_the_api_names_each_input_as_the_handlers_take_it(app, picture):
+    """Each endpoint's inputs, in the order ``gradio_client`` sends them, carry the contract's names, by which
+    the handlers take them (a control by its kwarg, Compare's sides with ``_a`` / ``_b``); ``api_inputs`` builds
+    them in that order, and a call by name gets what the same call by position gets."""
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    api = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    kwargs = control_names(registry)
+    for name in ("chat", "retry", "inspect", "compare"):
+        expected = [n for n in endpoint_inputs(name, kwargs) if n not in STATE_INPUTS]
+        assert [p["parameter_name"] for p in api[f"/{name}"]["parameters"]] == expected
+        assert len(api_inputs(registry, name, MODEL)) == len(expected)
+    assert expected.index("model_a") < expected.index("max_pixels_a") < expected.index("model_b")
+    names = [n for n in endpoint_inputs("inspect", kwargs) if n not in STATE_INPUTS]
+    values = api_inputs(registry, "inspect", MODEL, message("Count the shops.", picture), controls={"max_pixels": 100352})
+    by_position = named_outputs("inspect", client.predict(*values, api_name="/inspect"))
+    by_name = named_outputs("inspect", client.predict(**dict(zip(names, values, strict=True)), api_name="/inspect"))
+    assert by_name["table"] == by_position["table"] and by_name["runs"] == by_position["runs"]
 
 
 def test_bad_upload_is_a_clear_error_and_nothing_breaks(app, tmp_path, picture):
@@ -893,7 +926,7 @@ def test_the_page_shows_a_model_its_processors_controls(registry, settings):
     from vlm_demo.profile import profile
     from vlm_demo.registry import ModelSpec
     from vlm_demo.tiny_models import tiny_model_dir
-    from vlm_demo.ui import Controls
+    from vlm_demo.ui.controls import Controls
 
     entry = registry.get(MODEL)
     spec = ModelSpec(name="generic-qwen", label="generic", family="generic",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from vlm_demo.conversation import Conversation, Exchange, Stats, chat_messages
 from vlm_demo.service import Turn
-from vlm_demo.ui import stats_text
+from vlm_demo.ui.views import stats_text
 
 
 def ask(conversation: Conversation, text: str, answer: str = "", status: str = "streaming",

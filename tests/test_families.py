@@ -255,7 +255,7 @@ async def test_auto_behaves_as_the_named_family(registry, engines, settings):
     from vlm_demo.registry import ModelSpec
     from vlm_demo.service import ChatService, detect_request, grounding_of, video_sampling
     from vlm_demo.tiny_models import tiny_model_dir
-    from vlm_demo.ui import has_grounding
+    from vlm_demo.ui.contract import has_grounding
 
     entry = registry.get("tiny-qwen2.5-vl")
     directory = str(tiny_model_dir(entry.family, settings.cache_dir / "tiny-models"))

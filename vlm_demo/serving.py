@@ -32,7 +32,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     the signal's number is what a shell reports for a process the signal killed, which this one is not)."""
     from .engine import EngineManager, has_gpu
     from .service import ChatService
-    from .ui import build_app, launch_kwargs
+    from .ui.app import build_app, launch_kwargs
 
     registry = load_registry(settings)
     name = args.model or os.environ.get("VLM_DEMO_MODEL") or registry.default(has_gpu()).name

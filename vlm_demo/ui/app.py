@@ -1,0 +1,98 @@
+"""The app: the page built (layout, handlers and the events between them, each API endpoint named) and the
+arguments it is launched with. The only module that knows which event calls which handler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from ..service import ChatService
+from ..settings import Settings
+from .contract import (API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, EXPORT_OUTPUTS, INSPECT_OUTPUTS, RENDER_OUTPUTS,
+                       endpoint_inputs)
+from .handlers import Handlers
+from .layout import ASSETS, CSS, Page, layout
+
+
+def wire(page: Page, on: Handlers) -> None:
+    """Connect the page's events to the handlers; each API endpoint is named, and its inputs go to the handler by
+    name in the contract's order (``endpoint_inputs``; Gradio's ``inputs_kwargs`` keeps that order for the API)."""
+    def named(api_name: str) -> dict[str, Any]:
+        return page.inputs(endpoint_inputs(api_name, page.controls.kwargs))
+    # (Stop, the conversation and the render: not in the API)
+    chat_outputs = [*page.out(CHAT_OUTPUTS), page.stop_btn, page.conversation, page.rendered]
+    chat_event = page.message.submit(on.submit, None, chat_outputs, api_name="chat", inputs_kwargs=named("chat"))
+    chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
+    page.retry_btn.click(on.retry, None, chat_outputs, api_name="retry", inputs_kwargs=named("retry"))
+    # An answer's render: its panels in their own event (not repeated in every streamed update), the box cleared
+    page.rendered.change(on.panels, page.rendered, page.out(RENDER_OUTPUTS), api_name="panels",
+                         concurrency_limit=None, show_progress_on=[page.prompt])  # never behind the answers
+    page.rendered.change(lambda rendered: None if rendered[1] else gr.skip(), page.rendered, page.message,
+                         api_name=False, queue=False)
+    # Stop ends the answer's stream, which shows the answer as stopped itself (Gradio's cancellation of the event
+    # would leave its outputs marked "Error" on the page)
+    page.stop_btn.click(on.stop, None, page.stop_btn, api_name="stop", queue=False)
+    inspect_outputs = page.out(INSPECT_OUTPUTS)
+    # An inspection's inputs; its progress shows on one light component: the browser re-reads every component that
+    # ever showed an event's progress at every later event (Gradio 6.31), and Export's boxes hold megabytes
+    inspecting = {"inputs_kwargs": named("inspect"), "show_progress_on": [page.prompt]}
+    # The panels follow the conversation: after Undo, vLLM's render of what is left (Export: nothing sent yet)
+    page.undo_btn.click(on.undo, page.conversation, [page.chat, page.conversation, *page.out(EXPORT_OUTPUTS)],
+                        api_name="undo", show_progress_on=[page.chat]).then(on.follow, None, inspect_outputs,
+                                                                            api_name=False, **inspecting)
+    page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.conversation], api_name="clear",
+                         show_progress_on=[page.chat])
+    page.inspect_btn.click(on.inspect, None, inspect_outputs, api_name="inspect", **inspecting)
+    for control in page.controls.components:  # a slider on release (Enter in its box too), a checkbox on a click
+        moved = control.input if isinstance(control, gr.Checkbox) else control.release
+        moved(on.inspect, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
+    # A switch: the new model's controls, sampling, Detect, Compare's pickers and "starting" at once (property
+    # updates only), its engine's start (the status follows it), and the panels from vLLM's renderer meanwhile
+    switched = page.model.change(on.switch, page.model, on.switch_outputs(), api_name=False, queue=False,
+                                 show_progress="hidden")
+    switched.then(on.load_model, page.model, page.engine_state, api_name="load_model", show_progress="hidden")
+    switched.then(on.follow, None, inspect_outputs, api_name=False, **inspecting)
+    page.timer.tick(on.tick, page.model, [page.engine_state, page.timer], api_name=False, queue=False,
+                    show_progress="hidden")
+    for picker, side in ((page.model_a, page.controls_a), (page.model_b, page.controls_b)):
+        picker.change(side.updates, picker, side.components, api_name=False, queue=False, show_progress="hidden")
+    page.compare_btn.click(on.compare, None, page.out(COMPARE_OUTPUTS), api_name="compare",
+                           inputs_kwargs=named("compare"))
+
+
+def build_app(service: ChatService, default_model: str) -> gr.Blocks:
+    """The page: its layout, its handlers and the events between them."""
+    service.derive_controls()  # models whose entries offer no controls get their processors' (once, before the page)
+    with gr.Blocks(title="vlm-demo") as demo:
+        page = layout(service, default_model)
+        handlers = Handlers(service, page)
+        wire(page, handlers)
+        demo.load(handlers.state_text, page.model, page.engine_state, api_name=False, queue=False)
+    demo.queue(default_concurrency_limit=service.settings.queue_concurrency, max_size=service.settings.queue_max_size)
+    return demo
+
+
+PAGE_JS = """() => {
+  // A slider's number box: Enter takes the typed value, as leaving the box does (Gradio's slider reports a
+  // typed value only when the box loses focus)
+  document.addEventListener('keydown', (e) => {
+    const t = e.target;
+    if (e.key === 'Enter' && t instanceof HTMLInputElement && t.type === 'number') t.blur();
+  });
+  // A file input forgets its files once they are taken, so the same file picked again (the picture of the last
+  // question) is a new pick: an input whose files did not change reports nothing, and the file was lost
+  document.addEventListener('change', (e) => {
+    const t = e.target;
+    if (t instanceof HTMLInputElement && t.type === 'file') setTimeout(() => { t.value = ''; }, 0);
+  }, true);
+}"""
+"""The page's own script, run once it has loaded."""
+
+
+def launch_kwargs(settings: Settings | None = None) -> dict[str, Any]:
+    """Arguments for ``Blocks.launch`` shared by the app and the tests: only the project's own
+    pictures are served from disk besides uploads, and Gradio refuses uploads over the size limit."""
+    settings = settings or Settings.from_env()
+    return {"css": CSS, "js": PAGE_JS, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes}
+

@@ -1,0 +1,68 @@
+"""The page's values as the chat service's typed input: the message read into a user turn (uploads decoded and
+checked, then URLs fetched) and the model, sampling and controls checked into a ``ChatRequest``. Gradio-free."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import intake
+from ..errors import InputError
+from ..intake import Video, is_video_name, is_video_url
+from ..registry import Registry, Sampling
+from ..service import ChatRequest, Turn
+from ..settings import Settings
+from .views import OVERLAYS, image_file
+
+if TYPE_CHECKING:
+    from .controls import Controls
+
+
+def chat_request(registry: Registry, controls: Controls, model: str, turns: Sequence[Turn], system: str,
+                 sampling: Sequence[Any], values: Mapping[str, Any] | Sequence[Any]) -> ChatRequest:
+    """The typed request for the page's values (``sampling``: temperature, top_p, max_tokens, seed; ``values``:
+    the ``controls``' values); ``InputError`` for a value of the wrong type."""
+    spec = registry.get(model)
+    mm_kwargs = controls.mm_kwargs(model, values)
+    temperature, top_p, max_tokens, seed = sampling
+    try:
+        params = Sampling(temperature=float(temperature), top_p=float(top_p), max_tokens=int(max_tokens),
+                          seed=int(seed) if seed not in (None, "", -1) else None,
+                          # models.yaml's own; the page has no control for these
+                          ignore_eos=spec.sampling.ignore_eos, regex=spec.sampling.regex,
+                          printable_only=spec.sampling.printable_only)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"sampling settings: {str(exc).splitlines()[0]}") from None
+    return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
+                       sampling=params, media_io=controls.media_io(values))
+
+
+async def read_message(message: dict | None, url_text: str | None,
+                       settings: Settings) -> tuple[Turn, tuple[Any, ...]]:
+    """The message as a user turn (uploads first, then URLs), and as the chat shows it. Counts are checked
+    before anything is decoded; decoding and checking run in worker threads, off the event loop."""
+    message = message if isinstance(message, dict) else {}
+    text = message.get("text", "") or ""
+    if not isinstance(text, str):
+        raise InputError("the message text must be a string")
+    files = [f if isinstance(f, str) else (f or {}).get("path", "") for f in message.get("files", []) or []]
+    links = [line.strip() for line in (url_text or "").splitlines() if line.strip()]
+    videos = sum(1 for f in files if is_video_name(f)) + sum(1 for link in links if is_video_url(link))
+    for modality, n in (("image", len(files) + len(links) - videos), ("video", videos)):
+        per_turn, _ = settings.media_limits(modality)
+        if n > per_turn:
+            raise InputError(f"{n} {modality}s in one message; the limit is {per_turn}")
+    items = [await intake.load(path, settings, name=Path(path).name) for path in files]  # not the server's folder
+    # A clip shows as its first frame (a browser plays few of the codecs vLLM decodes), said in words
+    pictures = [await asyncio.to_thread(image_file, item.poster, OVERLAYS)
+                if isinstance(item, Video) and item.poster is not None else path
+                for path, item in zip(files, items, strict=True)]
+    clips = "".join(f"\n[video: {item.name}, {item.duration_s:.1f} s; its first frame shown]"
+                    for item in items if isinstance(item, Video))
+    items += [await intake.load(link, settings) for link in links]
+    shown = text + clips + "".join(f"\n[{'video' if is_video_url(link) else 'image'}: {link[:80]}]"
+                                   for link in links)
+    return Turn("user", text, intake.by_modality(items)), (*pictures, shown)
+

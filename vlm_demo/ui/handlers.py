@@ -1,0 +1,240 @@
+"""What the page's events do: each handler an async function over the chat service, taking the page's values and
+returning updates by component (``Page.values``); an answer streams through ``stream.Answers``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import html
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gradio as gr
+
+from ..conversation import Conversation, Exchange, chat_messages
+from ..errors import InputError, VlmDemoError
+from ..service import ChatRequest, ChatService, Turn, detect_request
+from ..settings import STATUS_EVERY_S
+from .chat_request import chat_request, read_message
+from .contract import RENDER_OUTPUTS, has_grounding
+from .controls import Controls, user_error
+from .layout import Page
+from .stream import STOP_OFF, Answers
+from .views import panels, rendered_view, state_text
+
+
+class Handlers:
+    """What the page's events do, each an async function over the chat service. Values come in by name (the
+    contract's ``endpoint_inputs``, as keyword arguments: Gradio's ``inputs_kwargs``; a control's by its input
+    name, gathered in ``**controls``) and go out by name (``Page.values``)."""
+
+    def __init__(self, service: ChatService, page: Page):
+        self.service = service
+        self.registry = service.registry
+        self.settings = service.settings
+        self.page = page
+        self.answers = Answers(service, page)
+
+    def request(self, model: str, turns: Sequence[Turn], system: str, sampling: Sequence[Any],
+                controls: Mapping[str, Any], control_set: Controls | None = None) -> ChatRequest:
+        """The typed request for the page's values (``controls``: the event's control inputs by name, read by
+        ``control_set``: the main picker's unless given)."""
+        return chat_request(self.registry, control_set or self.page.controls, model, turns, system, sampling,
+                            controls)
+
+    # -- events
+
+    async def panels(self, request: gr.Request, rendered: Any) -> dict[Any, Any]:
+        """The panels and Export of the render the session's last answer was generated from (the ``/panels``
+        API; on the page, shown as soon as that answer's render is there)."""
+        render = self.answers.render(_session(request))
+        if render is None:
+            return self.page.values(prompt="", runs="", table=[], gallery=[], budget="", export_json="",
+                                    export_curl="", export_py="")
+        if render.view is None:  # drawn once, in a worker thread
+            render.view = await asyncio.to_thread(rendered_view, self.service, render.request, render.inspection)
+        return self.page.values(**{name: render.view[name] for name in RENDER_OUTPUTS} | {
+            "gallery": opened(render.view["gallery"])})
+
+    async def submit(self, request: gr.Request, *, message, conversation, model, system, temperature, top_p,
+                     max_tokens, seed, urls, detect, **controls):
+        """Ask the message (the ``/chat`` API)."""
+        marks = {"handler": time.time()}
+        try:
+            user, shown = await read_message(message, urls, self.settings)
+            marks["read"] = time.time()
+            before = _conversation(conversation).settled()
+            asked = self.request(model, (*before.turns(), user), system, (temperature, top_p, max_tokens, seed),
+                                 controls)
+            if (detect or "").strip():  # Detect mode: the family's own question, its answer held to its grammar
+                typed = user.text
+                asked = detect_request(asked, self.registry.get(model), detect)
+                user = asked.turns[-1]
+                shown = (*shown[:-1], user.text + shown[-1][len(typed):])  # as the model gets it (URL lines kept)
+        except VlmDemoError as exc:
+            raise user_error(str(exc)) from None
+        async for update in self.answers.answer(before, Exchange(user, shown), asked, clear_box=True,
+                                                session=request.session_hash, marks=marks):
+            yield update
+
+    async def retry(self, request: gr.Request, *, conversation, model, system, temperature, top_p, max_tokens,
+                    seed, detect, **controls):
+        """Answer the last message again, whatever became of its answer (the ``/retry`` API); with Detect on,
+        held to the family's box grammar again."""
+        marks = {"handler": time.time()}
+        marks["read"] = marks["handler"]  # nothing to read: the message is the conversation's own
+        try:
+            before, exchange = _conversation(conversation).retry()
+        except ValueError:
+            raise user_error("nothing to retry yet") from None
+        try:
+            asked = self.request(model, (*before.turns(), exchange.user), system,
+                                 (temperature, top_p, max_tokens, seed), controls)
+            if (detect or "").strip():  # the same question, its answer held to the family's grammar
+                asked = dataclasses.replace(asked, detect=detect.strip())
+        except VlmDemoError as exc:
+            raise user_error(str(exc)) from None
+        async for update in self.answers.answer(before, exchange, asked, clear_box=False,
+                                                session=request.session_hash, marks=marks):
+            yield update
+
+    def stop(self, request: gr.Request) -> Any:
+        """Stop the session's answer (the ``/stop`` API): its stream ends at once, aborts the engine request and
+        shows the answer as far as it went, marked stopped, as its own last update (nothing later undoes it)."""
+        self.answers.stop(_session(request))
+        return STOP_OFF
+
+    def undo(self, request: gr.Request, conversation) -> dict[Any, Any]:
+        """Remove the last exchange (the ``/undo`` API); Export, which replayed its request, empties (the page
+        then shows vLLM's render of what is left: ``follow``)."""
+        self.answers.forget(_session(request))
+        conversation = _conversation(conversation).undo()
+        return self.page.values(chat=chat_messages(conversation), export_json="", export_curl="", export_py="") | {
+            self.page.conversation: conversation}
+
+    def clear(self, request: gr.Request) -> dict[Any, Any]:
+        """Start a new conversation (the ``/clear`` API)."""
+        self.answers.forget(_session(request))
+        return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[],
+                                export_json="", export_curl="", export_py="") | {self.page.conversation: Conversation()}
+
+    async def to_inspect(self, message, conversation, urls) -> tuple[Turn, ...]:
+        """The turns to inspect: the conversation with the typed message, or else up to its last question."""
+        conversation = _conversation(conversation).settled()
+        user, _ = await read_message(message, urls, self.settings)
+        if user.text or user.media:
+            return (*conversation.turns(), user)
+        if conversation.exchanges:
+            before, exchange = conversation.retry()
+            return (*before.turns(), exchange.user)
+        return ()
+
+    async def inspect(self, *, message, conversation, model, system, urls, **controls) -> dict[Any, Any]:
+        """Render and expand without generating (the ``/inspect`` API; the controls call it as they move)."""
+        try:
+            return await self._inspect(message, conversation, model, system, urls, controls, quiet=False)
+        except VlmDemoError as exc:
+            raise user_error(str(exc)) from None
+
+    async def _inspect(self, message, conversation, model, system, urls, controls: Mapping[str, Any],
+                       quiet: bool) -> dict[Any, Any]:
+        """The panels of the inspected conversation; ``quiet`` (``follow``): nothing to render empties the panels
+        (else the stats line asks for a question). A refusal is raised as it is."""
+        turns = await self.to_inspect(message, conversation, urls)
+        if not turns:
+            if quiet:
+                return self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
+            return self.page.values(stats="add an image or a question to inspect")
+        request = self.request(model, turns, system, (0.0, 1.0, 1, None), controls)
+        inspection = await self.service.inspect(request, start_engine=False)  # not waiting for an engine start
+        images = [im for t in request.turns for im in t.media.get("image", ())]
+        view = await asyncio.to_thread(panels, self.service, inspection, images)
+        return self.page.values(**view | {"gallery": opened(view["gallery"])})
+
+    async def compare(self, *, message, conversation, urls, model_a, model_b, **controls) -> list[Any]:
+        """Inspect the same conversation under two models or settings (the ``/compare`` API; ``controls``: both
+        sides' controls, by input name)."""
+        outputs: list[Any] = []
+        try:
+            turns = await self.to_inspect(message, conversation, urls)
+            if not turns:
+                raise InputError("add an image and a question first")
+            for model, control_set in ((model_a, self.page.controls_a), (model_b, self.page.controls_b)):
+                request = self.request(model, turns, "", (0.0, 1.0, 1, None), controls, control_set)
+                inspection = await self.service.inspect(request, start_engine=False)
+                images = [im for t in turns for im in t.media.get("image", ())]
+                view = await asyncio.to_thread(panels, self.service, inspection, images)
+                outputs += [view["budget"] + view["prompt"], opened(view["gallery"])]
+        except VlmDemoError as exc:
+            raise user_error(str(exc)) from None
+        return outputs
+
+    async def load_model(self, name: str) -> str:
+        """Start (or switch to) the model's engine (the ``/load_model`` API); the page's status line follows the
+        start through ``tick``."""
+        try:
+            await self.service.engines.get(self.registry.get(name))
+        except VlmDemoError as exc:
+            raise user_error(str(exc)) from None
+        return state_text(self.service, name)
+
+    def state_text(self, name: str) -> str:
+        return state_text(self.service, name)
+
+    def tick(self, name: str) -> dict[Any, Any]:
+        """The status line now (every ``STATUS_EVERY_S``: each second while the engine starts, else a few: another
+        tab's switch may stop this model's engine)."""
+        starting = self.service.engines.progress(name) is not None
+        return {self.page.engine_state: state_text(self.service, name),
+                self.page.timer: gr.Timer(STATUS_EVERY_S[0] if starting else STATUS_EVERY_S[1])}
+
+    def switch_outputs(self) -> list[Any]:
+        """What a model switch updates (``switch``'s outputs)."""
+        page = self.page
+        return [*page.controls.components, page.temperature, page.top_p, page.max_tokens, page.detect, page.model_a,
+                page.model_b, page.engine_state, page.timer]
+
+    async def switch(self, name: str) -> dict[Any, Any]:
+        """The page as the model picker moved to ``name``: its controls (property updates of the components built
+        with the page), its sampling defaults, Detect where its family has a box format, Compare's pickers on it,
+        and its engine's status, starting at once: the start begins here (``load_model`` then waits for it and
+        says how it ended), so no status tick in between finds it not loaded."""
+        page, spec = self.page, self.registry.get(name)
+        if not spec.remote and self.service.engines.running(spec) is None:
+            started = asyncio.ensure_future(self.service.engines.get(spec))
+            started.add_done_callback(lambda t: t.cancelled() or t.exception())  # (load_model reports a failure)
+            await asyncio.sleep(0)  # the start takes its first step: its progress is there
+        return {**dict(zip(page.controls.components, page.controls.updates(name), strict=True)),
+                page.temperature: spec.sampling.temperature, page.top_p: spec.sampling.top_p,
+                page.max_tokens: spec.sampling.max_tokens, page.detect: gr.update(visible=has_grounding(spec)),
+                page.model_a: name, page.model_b: name,
+                page.engine_state: state_text(self.service, name, starting=True),
+                page.timer: gr.Timer(STATUS_EVERY_S[0])}
+
+    async def follow(self, *, message, conversation, model, system, urls, **controls) -> dict[Any, Any]:
+        """The panels after a switch or an Undo: vLLM's render (without an engine, where it is not running) of
+        the conversation and the typed message, as Inspect only shows it; empty when there is nothing to render,
+        and a refusal (a video for a model without video) said in the prompt panel, not as an error."""
+        empty = self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
+        try:
+            return await self._inspect(message, conversation, model, system, urls, controls, quiet=True)
+        except VlmDemoError as exc:
+            return empty | self.page.values(prompt=f'<p class="render-note">{html.escape(str(exc))}</p>')
+
+
+def _session(request: gr.Request) -> str:
+    """The event's session (its answer and render are the session's own)."""
+    return getattr(request, "session_hash", None) or ""
+
+
+def opened(gallery: list[Any]) -> Any:
+    """A gallery's pictures with the first one open, whole (Gradio shows new pictures as a grid of square cells,
+    which cut a wide picture and its grid; ``preview`` holds only for the value given at build time)."""
+    return gr.update(value=gallery, selected_index=0) if gallery else []
+
+
+def _conversation(value: Any) -> Conversation:
+    """The session's conversation (a new session's state may still be Gradio's empty default)."""
+    return value if isinstance(value, Conversation) else Conversation()
+

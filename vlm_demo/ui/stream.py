@@ -1,0 +1,215 @@
+"""One answer's stream as page updates: the chat service's events for a question become the chat, the stats, the
+boxes and Stop's state, grouped by time; each session's answer while it streams (Stop ends it) and its last
+render (which the panels' own event draws)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import time
+from collections import OrderedDict
+from typing import Any
+
+import gradio as gr
+
+from ..conversation import Conversation, Exchange, Stats, chat_messages
+from ..inspector import Inspection
+from ..service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Waiting
+from ..settings import PAGE_RENDERS_KEPT
+from .controls import user_error
+from .layout import Page
+from .views import Boxes, stats_data, stats_of, stats_text, waiting_text
+
+STOP_ON, STOP_OFF = gr.update(interactive=True), gr.update(interactive=False)
+"""Stop while an answer runs, and not otherwise."""
+
+
+async def _with_boxes(boxes: Boxes | None, conversation: Conversation,
+                      shown: dict[str, Any]) -> tuple[Conversation, dict[str, Any]]:
+    """The conversation and panel values with the answer's boxes (drawn in a worker thread)."""
+    if boxes is None or not conversation.exchanges:
+        return conversation, shown
+    figure, table = await asyncio.to_thread(boxes.update, conversation.exchanges[-1].answer)
+    return conversation.with_last(figure=figure), shown | {"boxes": table}
+
+
+@dataclasses.dataclass
+class Render:
+    """A session's render for an answer (the request as the engine got it), and its panels once drawn."""
+
+    request: ChatRequest
+    """The request as the engine got it (its sampling as the service sent it)."""
+    inspection: Inspection
+    """vLLM's render of it, inspected."""
+    view: dict[str, Any] | None = None
+    """Its panels and Export by output name (``views.rendered_view``), once drawn (the ``/panels`` event)."""
+
+
+@dataclasses.dataclass
+class _Live:
+    """A session's answer while it streams: the conversation as last shown, and whether Stop was pressed."""
+
+    conversation: Conversation
+    """The conversation as last shown."""
+    stopped: bool = False
+    """Set by Stop: the stream ends (closing it aborts the engine request) and shows the answer as stopped."""
+    stats: Stats = dataclasses.field(default_factory=Stats)
+    """The answer's figures so far (what a Stop shows)."""
+    tokens_flowing: bool = False
+    """Whether answer text has begun to come (then events come often, and each one checks ``stopped``)."""
+    wake: asyncio.Future[None] | None = None
+    """Done when Stop is pressed: wakes a stream waiting for a slow event (the render, the engine's start)."""
+
+    def shown(self, conversation: Conversation) -> Conversation:
+        """Note ``conversation`` as the one being shown; returns it."""
+        self.conversation = conversation
+        return conversation
+
+    def stop(self) -> None:
+        """Stop pressed (from any thread)."""
+        self.stopped = True
+        wake = self.wake
+        if wake is not None:
+            with contextlib.suppress(RuntimeError):  # (its loop closed: nothing waits)
+                wake.get_loop().call_soon_threadsafe(lambda: wake.done() or wake.set_result(None))
+
+    async def events(self, events: Any):
+        """``events`` until they end or Stop is pressed. Until answer text comes (the render, an engine's start)
+        a Stop wakes the wait at once; then each event checks it (they come every few milliseconds), which costs
+        no task per token."""
+        self.wake = asyncio.get_running_loop().create_future()
+        while not self.stopped:
+            if self.tokens_flowing:
+                event = await anext(events, None)
+            else:
+                step = asyncio.ensure_future(anext(events, None))
+                await asyncio.wait({step, self.wake}, return_when=asyncio.FIRST_COMPLETED)
+                if not step.done():  # Stop: the service's stream is cancelled where it waits
+                    step.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                        await step
+                    return
+                event = step.result()
+            if event is None or self.stopped:
+                return
+            self.tokens_flowing = self.tokens_flowing or isinstance(event, Delta)
+            yield event
+
+
+class Answers:
+    """The page's answers: each session's answer while it streams and its last render, and the stream of page
+    updates (by component, from values by name: ``Page.values``) for one answer."""
+
+    def __init__(self, service: ChatService, page: Page):
+        self.service = service
+        self.registry = service.registry
+        self.settings = service.settings
+        self.page = page
+        self._live: dict[str, _Live] = {}
+        """Each session's streaming answer (Stop waits for it to end, then marks what was shown)."""
+        self._renders: OrderedDict[str, Render] = OrderedDict()
+        """Each session's last render for an answer, for its panels (``PAGE_RENDERS_KEPT`` sessions at most)."""
+        self._serial = itertools.count(1)
+
+    def stop(self, session: str) -> None:
+        """Stop ``session``'s answer, if one streams (none: the answer had ended, and Stop changes nothing)."""
+        live = self._live.get(session)
+        if live is not None:
+            live.stop()
+
+    def render(self, session: str) -> Render | None:
+        """``session``'s last render for an answer (None: none yet, or forgotten)."""
+        return self._renders.get(session)
+
+    def forget(self, session: str) -> None:
+        """Drop ``session``'s last render (its conversation changed: Undo, Clear)."""
+        self._renders.pop(session, None)
+
+    async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, clear_box: bool,
+                     session: str | None = None, marks: dict[str, float] | None = None):
+        """Stream the answer to ``exchange`` after ``before``; yields page updates, grouped by time (the first at
+        once), each with the conversation as shown so far, so a stopped answer stays as it was shown.
+
+        A request refused before it reached the engine changes nothing. Each streamed update repeats the panels'
+        values rather than leaving them out: Gradio turns an output left out of a dict into a property update,
+        and rebuilds that component's configuration (its JSON schema included) on every update, which cost more
+        than the rest of the update together; repeated values reach the browser as an empty diff. The message
+        box is left out after the first update (it may hold the user's next question). ``marks`` gathers the
+        wall-clock times of the steps to the first answer text (the final ``stats_data`` carries them)."""
+        conversation = before.ask(exchange)
+        live = _Live(conversation)
+        if session:
+            self._live[session] = live
+        try:
+            async for update in self._answer(conversation, request, clear_box, live,
+                                           marks if marks is not None else {}, session or ""):
+                yield update
+        finally:  # ended, failed or cancelled (Stop, a closed tab)
+            if session and self._live.get(session) is live:
+                del self._live[session]
+
+    async def _answer(self, conversation: Conversation, request: ChatRequest, clear_box: bool, live: _Live,
+                      marks: dict[str, float], session: str):
+        page = self.page
+        shown: dict[str, Any] = {}
+        last = 0.0
+        boxes: Boxes | None = None
+        async with contextlib.aclosing(self.service.chat(request, preview=True)) as events:
+            async for event in live.events(events):
+                if isinstance(event, Failed):
+                    if not shown:
+                        raise user_error(event.message)
+                    conversation = conversation.with_last(status="failed", note=event.message)
+                    yield page.values(**shown | {"chat": chat_messages(conversation), "stats": "", "stop_btn": STOP_OFF,
+                                                 "stats_data": stats_data(None, "failed")}) | {
+                        page.conversation: live.shown(conversation)}
+                    raise user_error(event.message)
+                if isinstance(event, Rendered):
+                    marks["rendered"] = time.time()
+                    sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine got it
+                    rendered = self._keep_render(session, Render(sent, event.inspection))
+                    shown = {"stats": "generating…", "stats_data": stats_data(None, "streaming"), "boxes": [],
+                             "stop_btn": STOP_ON}  # Stop can be pressed while the answer runs, and only then
+                    boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
+                    marks["panels"] = time.time()  # handed to the panels' own event (drawn there, in parallel)
+                    yield page.values(**shown, chat=chat_messages(conversation)) | {
+                        page.conversation: live.shown(conversation), page.rendered: (rendered, clear_box)}
+                elif isinstance(event, Waiting):
+                    live.stats = Stats(wait_s=event.waited_s)
+                    yield page.values(**shown | {"stats": waiting_text(event), "stats_data": stats_data(
+                        live.stats, "waiting"), "chat": chat_messages(conversation)}) | {
+                        page.conversation: live.shown(conversation)}
+                elif isinstance(event, Delta):
+                    conversation = conversation.with_last(answer=event.answer, reasoning=event.reasoning)
+                    live.stats = Stats(tokens=event.num_tokens, ttft_s=event.ttft_s, tokens_per_s=event.tokens_per_s,
+                                       wait_s=event.wait_s)
+                    now = time.perf_counter()
+                    if now - last >= self.settings.ui_update_interval_s:
+                        last = now
+                        conversation, shown = await _with_boxes(boxes, conversation, shown)
+                        marks.setdefault("first_text", time.time())
+                        yield page.values(**shown | {"stats": "generating…"}, chat=chat_messages(conversation)) | {
+                            page.conversation: live.shown(conversation)}
+                elif isinstance(event, Done):
+                    stats = stats_of(event)
+                    conversation = conversation.with_last(answer=event.answer, status="done", stats=stats,
+                                                          reasoning=event.reasoning)
+                    conversation, shown = await _with_boxes(boxes, conversation, shown)
+                    yield page.values(**shown | {"chat": chat_messages(conversation), "stats": stats_text(stats),
+                                                 "stats_data": stats_data(stats, "done", marks), "stop_btn": STOP_OFF}
+                                      ) | {page.conversation: live.shown(conversation)}
+        if live.stopped:  # the answer as far as it was shown, marked (the stream's last update: Gradio repeats it)
+            stopped = live.conversation.settled().with_last(stats=live.stats)
+            yield page.values(**shown | {"chat": chat_messages(stopped), "stats": stats_text(live.stats, True),
+                                         "stats_data": stats_data(live.stats, "stopped"), "stop_btn": STOP_OFF}
+                              ) | {page.conversation: stopped}
+
+    def _keep_render(self, session: str, render: Render) -> int:
+        """Keep ``render`` as ``session``'s last; returns its serial number."""
+        self._renders[session] = render
+        self._renders.move_to_end(session)
+        while len(self._renders) > PAGE_RENDERS_KEPT:
+            self._renders.popitem(last=False)
+        return next(self._serial)

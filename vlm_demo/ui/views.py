@@ -1,0 +1,257 @@
+"""The page's views: the HTML, text, tables and pictures its panels show, made from the inspector's and the chat
+service's values. Gradio-free (nothing here imports gradio), so each view is testable without a page."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import html
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from .. import profile
+from ..conversation import Stats
+from ..export import chat_completions_body, curl_command, python_snippet, serve_command
+from ..families.grounding import Grounding
+from ..grounding import draw as draw_boxes
+from ..grounding import place
+from ..grounding import rows as box_rows
+from ..inspector import Expansion, Inspection, contact_sheet, draw_overlay, prompt_html, run_length_text
+from ..intake import ImageEmbeds, Recent, image_digest
+from ..service import ChatRequest, ChatService, Done, Waiting
+from ..settings import ENCODED_IMAGES_KEPT
+
+OVERLAYS = Path(tempfile.gettempdir()) / "vlm-demo-overlays"  # the expansion panel's pictures, named by content
+BOX_HEADERS = ["label", "x1", "y1", "x2", "y2"]
+TABLE_HEADERS = ["item", "token (id)", "count", "positions", "size → processed", "grid or frames"]
+"""The expansion table's columns (few and short: the panel is a third of the page, a phone's width on a phone)."""
+TABLE_WIDTHS = ["13%", "24%", "12%", "15%", "19%", "17%"]
+"""Their widths: the table fits its panel, text wraps inside a cell (it used to scroll sideways)."""
+
+
+def state_text(service: ChatService, name: str, starting: bool = False) -> str:
+    """The status line: the model, where its engine stands (while it starts: the phase and seconds so far, bytes
+    while downloading) and whether its weights are random. ``starting``: a start was just asked for."""
+    spec = service.registry.get(name)
+    note = " · **random weights**: answers are noise, prompts and token counts are real" if spec.random_weights else ""
+    if spec.remote:
+        state = f"**remote**: {spec.endpoint}"
+    elif (progress := service.engines.progress(name)) is not None:
+        state = f"**starting**: {progress.text()}"
+    else:
+        state = f"**{service.engines.state(name)}**"
+        if starting and state != "**ready**":
+            state = "**starting**"
+        elif state == "**not loaded**":
+            state += " (it starts at the first question)"
+    return f"{spec.display_label} — engine: {state}{note}"
+
+
+
+def budget_html(inspection: Inspection) -> str:
+    """A bar: each modality's tokens, text tokens and free context of max_model_len."""
+    b = inspection.budget
+    pct = (lambda n: 100 * n / b.max_model_len) if b.max_model_len else (lambda n: 0)
+    media = [(m, n) for m, n in b.media_tokens.items()] or [("image", 0)]
+    title = ", ".join(f"{m} {n}" for m, n in media)
+    bars = "".join(f'<div class="{m}" style="width:{pct(n):.2f}%"></div>' for m, n in media)
+    words = " · ".join(f"{m} {n:,} ({pct(n):.1f}%)" for m, n in media)
+    return (f'<div class="budget" title="{title}, text {b.text_tokens}, free {b.free}">{bars}'
+            f'<div class="txt" style="width:{pct(b.text_tokens):.2f}%"></div></div>'
+            f'<p class="budget-text">{b.total:,} of {b.max_model_len:,} tokens: {words} · '
+            f'text {b.text_tokens:,} · free {b.free:,}</p>')
+
+
+def image_table(inspection: Inspection) -> list[list[Any]]:
+    """One row per multimodal item for the expansion table (``TABLE_HEADERS``)."""
+    def size(e: Expansion) -> str:
+        shown = f"{e.orig_size[0]}x{e.orig_size[1]}" if e.orig_size else "-"
+        if e.processed_size and e.processed_size != e.orig_size:
+            shown += f" → {e.processed_size[0]}x{e.processed_size[1]}"
+        return shown
+
+    def grid(e: Expansion) -> str:
+        if e.modality == "video":
+            return frames_text(e)
+        shown = f"{e.grid[0]}x{e.grid[1]}" if e.grid else "-"
+        return shown + (" + thumbnail" if e.thumbnail else "")
+    return [[f"{e.modality} {e.index + 1}", f"{inspection.token_texts.get(e.token_id, e.placeholder)} ({e.token_id})", e.count,
+             f"{e.offset}-{e.offset + e.length - 1}", size(e), grid(e)]
+            for e in inspection.expansions()]
+
+
+def frames_text(e: Expansion) -> str:
+    """A video's sampling and grouping in words ("8 sampled at 0.00-3.92 s; 4 groups of 2 frames, 140 tokens
+    each"); "-" for an image."""
+    if e.modality != "video":
+        return "-"
+    sampled = "frames: sampled by the server" if e.num_frames is None else f"{e.num_frames} sampled"
+    if e.timestamps_s:
+        sampled += f" at {e.timestamps_s[0]:.2f}-{e.timestamps_s[-1]:.2f} s"
+    groups = e.groups or ()
+    each = f"{groups[0]} tokens each" if groups and len(set(groups)) == 1 else ", ".join(map(str, groups)) + " tokens"
+    per = f" of {e.frames_per_group} frame{'s' if e.frames_per_group != 1 else ''}" if e.frames_per_group else ""
+    return f"{sampled}; {len(groups)} group{'s' if len(groups) != 1 else ''}{per}, {each}"
+
+
+def image_file(image: Image.Image, folder: Path) -> str:
+    """``image`` as a PNG in ``folder``, named by its content and written whole (temp file, then rename).
+
+    Gradio's own caching of PIL outputs rewrites one shared file in place, and a concurrent download of the
+    same picture (16 users, one image) could read it half-written."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", compress_level=1)
+    data = buf.getvalue()
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:32]}.png"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, staging = tempfile.mkstemp(dir=folder, suffix=".part")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(staging, path)
+    return str(path)
+
+
+_OVERLAY_FILES = Recent(ENCODED_IMAGES_KEPT)
+
+
+def overlay_file(image: Image.Image, expansion: Expansion, center_crop: bool) -> str:
+    """The expansion picture of one image (its grid or crop drawn over it) as a file; drawn and encoded once
+    per picture and grid (all ``draw_overlay`` reads), since every turn shows the earlier images again."""
+    def draw() -> str:
+        return image_file(draw_overlay(image, expansion, center_crop=center_crop), OVERLAYS)
+    key = (image_digest(image), expansion.grid, center_crop)
+    path = _OVERLAY_FILES.get(key, draw)
+    return path if os.path.exists(path) else draw()  # type: ignore[arg-type]  # (a cleaned temp folder)
+
+
+def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> dict[str, Any]:
+    """Values of the prompt and expansion panels for one inspection, by output name (the gallery: its pictures'
+    files and captions; the page shows its first one open)."""
+    center_crop = profile.adapter(service.registry.get(inspection.model)).center_crop
+    who = "vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits them"
+    header = f'<p class="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
+    header += f'<p class="sent-settings">{html.escape(settings_text(inspection))}</p>'
+    if inspection.geometry_note:
+        header += f'<p class="geometry-note">{inspection.geometry_note}: counts, ids and ranges are vLLM\'s; no grid drawn</p>'
+
+    gallery = [(overlay_file(img, im, center_crop),
+                f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
+               for img, im in zip(images, inspection.items.get("image", ()), strict=False)
+               if not isinstance(img, ImageEmbeds)]
+    for video in inspection.items.get("video", ()):
+        thumbnails = _nth_frames(inspection, video.index)
+        if thumbnails:
+            gallery.append((image_file(contact_sheet(video, thumbnails), OVERLAYS),
+                            f"video {video.index + 1}: {frames_text(video)}"))
+    return {"prompt": header + prompt_html(inspection, inspection.special_tokens), "runs": run_length_text(inspection),
+            "table": image_table(inspection), "gallery": gallery, "budget": budget_html(inspection)}
+
+
+
+def rendered_view(service: ChatService, request: ChatRequest, inspection: Inspection) -> dict[str, Any]:
+    """The panels and Export of a rendered request, by output name (drawing and encoding pictures: run it in a
+    worker thread)."""
+    images = [im for t in request.turns for im in t.media.get("image", ())]
+    spec = service.registry.get(request.model)
+    body = chat_completions_body(request, spec)
+    return {**panels(service, inspection, images),
+            "export_json": json.dumps(body, indent=1),
+            "export_curl": serve_command(spec, service.engines.model_path(spec) if spec.tiny else None)
+            + "\n\n" + curl_command(spec),
+            "export_py": python_snippet(body, spec)}
+
+
+def settings_text(inspection: Inspection) -> str:
+    """The per-request settings the render went with, as vLLM got them: "processor kwargs: max_pixels=401408 ·
+    video sampling: fps=2" ("processor kwargs: none (the checkpoint's own)" without any)."""
+    def pairs(values: Any, scope: str = "") -> str:  # nested kwargs as the controls name them (videos_kwargs.x)
+        return ", ".join(pairs(v, f"{scope}{k}.") if isinstance(v, dict) else
+                         f"{scope}{k}={json.dumps(v) if isinstance(v, bool) else v}" for k, v in values.items())
+    line = f"processor kwargs: {pairs(inspection.mm_kwargs) or 'none'}"
+    line += " (the checkpoint's own config for the rest)" if inspection.mm_kwargs else " (the checkpoint's own config)"
+    for modality, options in inspection.media_io.items():
+        if options:
+            line += f" · {modality} sampling: {pairs(options)}"
+    return line
+
+
+@dataclasses.dataclass
+class Boxes:
+    """The boxes and points of one streaming answer, drawn on the picture they refer to (the conversation's last
+    image), in its own pixels with the geometry the engine's processor reported."""
+
+    grounding: Grounding
+    """The family's box format."""
+    image: Image.Image
+    """The picture the boxes are drawn on."""
+    expansion: Expansion
+    """Its expansion (the processed size a format's pixels refer to)."""
+    drawn: tuple[tuple[Any, ...], str | None] = ((), None)
+    """The last items placed and their picture (drawn again only when they change)."""
+
+    @classmethod
+    def of(cls, spec: Any, request: ChatRequest, inspection: Inspection) -> Boxes | None:
+        """The answer's boxes where the family has a format and the conversation an image, else None."""
+        grounding = profile.adapter(spec).grounding
+        images = [im for t in request.turns for im in t.media.get("image", ())]
+        expansions = inspection.items.get("image", ())
+        if grounding is None or not images or not expansions or not isinstance(images[-1], Image.Image):
+            return None
+        return cls(grounding, images[-1], expansions[-1])
+
+    def update(self, answer: str) -> tuple[str | None, list[list[Any]]]:
+        """The picture (a PNG file, None without items) and the table rows for the answer so far."""
+        placed = place(self.grounding.parse(answer), self.grounding, self.image.size, self.expansion.processed_size)
+        if placed != self.drawn[0]:
+            self.drawn = (placed, image_file(draw_boxes(self.image, placed), OVERLAYS) if placed else None)
+        return self.drawn[1], box_rows(placed)
+
+
+
+def _nth_frames(inspection: Inspection, index: int) -> tuple[Any, ...]:
+    found = inspection.frames.get("video", ())
+    return found[index] if index < len(found) else ()
+
+
+def stats_data(stats: Stats | None, status: str, marks: dict[str, float] | None = None) -> dict[str, Any]:
+    """The answer's figures as data (the ``stats_data`` output), with where the answer stands, and when done
+    the ``marks``: wall-clock times (``time.time()``) at which the handler started, had read the message, got
+    the render, had the panels, and yielded the first answer text (the benchmark's first-token steps)."""
+    return {"status": status, **(dataclasses.asdict(stats) if stats else {}), **({"marks": marks} if marks else {})}
+
+
+def stats_text(stats: Stats, stopped: bool = False) -> str:
+    """The stats line under the chat: the wait for the engine's start (where there was one) apart from the time to
+    first token; for a stopped answer, how far it went."""
+    waited = f"waited **{stats.wait_s:.1f} s** for the engine to start · " if stats.wait_s >= 0.05 else ""
+    if stopped and not stats.tokens:
+        return f"{waited}**stopped** before the first token"
+    line = (f"{waited}{'**stopped** after ' if stopped else ''}{stats.tokens} tokens · time to first token "
+            f"**{stats.ttft_s:.2f} s** · **{stats.tokens_per_s:.1f} tokens/s**")
+    if not stopped:
+        line += f" · finish: {stats.finish_reason}"
+    if stats.reasoning_tokens:
+        line += f" · reasoning {stats.reasoning_tokens} tokens"
+    if stats.prompt_tokens:
+        line += f" · prompt {stats.prompt_tokens:,} tokens, {stats.cached_tokens:,} from vLLM's prefix cache"
+    return line
+
+
+def stats_of(done: Done) -> Stats:
+    """The figures of a finished answer."""
+    return Stats(tokens=done.num_tokens, ttft_s=done.ttft_s, tokens_per_s=done.tokens_per_s,
+                 finish_reason=done.finish_reason, prompt_tokens=done.prompt_tokens, cached_tokens=done.cached_tokens,
+                 reasoning_tokens=done.reasoning_tokens, wait_s=done.wait_s)
+
+
+def waiting_text(event: Waiting) -> str:
+    """The stats line while a question waits for its model's engine to start."""
+    return f"waiting for the {event.model} engine to start: {event.phase} (the panels show vLLM's render already)"
+
