@@ -186,6 +186,11 @@ def adapter(spec: ModelSpec) -> Adapter:
     return profile(spec).adapter
 
 
+def grounding_families() -> list[str]:
+    """The titles of the families whose answers the app reads boxes from (Detect mode)."""
+    return [a.title for a in families.ADAPTERS.values() if a.grounding]
+
+
 def for_family(name: str) -> Adapter:
     """The adapter a resolved profile named (an inspection's ``family``)."""
     return families.GENERIC if name == families.GENERIC.name else families.ADAPTERS[name]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import families, profile
+from .. import profile
 from ..errors import InputError
 from ..families.grounding import Grounding
 from ..inspector import Inspection
@@ -16,7 +16,7 @@ def grounding_of(spec: ModelSpec) -> Grounding:
     """The entry's grounding format; ``InputError`` naming the families that have one where it has none."""
     found = profile.adapter(spec).grounding
     if found is None:
-        having = ", ".join(a.title for a in families.ADAPTERS.values() if a.grounding)
+        having = ", ".join(profile.grounding_families())
         raise InputError(f"{spec.name} has no box format the app reads (families with one: {having})")
     return found
 
