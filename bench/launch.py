@@ -46,7 +46,7 @@ def free_port() -> int:
 def chat_args(model: str) -> list:
     from vlm_demo.profile import load_registry
     from vlm_demo.settings import Settings
-    from vlm_demo.ui import api_inputs
+    from vlm_demo.ui.contract import api_inputs
 
     registry = load_registry(Settings.from_env().models_file)
     message = {"text": "What is in this picture?", "files": [handle_file(str(PICTURE))]}
