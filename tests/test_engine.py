@@ -124,14 +124,37 @@ async def test_stopping_the_consumer_aborts_the_request(service, engines):
     assert engine.running_requests() == 0
 
 
-async def test_switching_models_ends_the_previous_engine(service, engines):
-    first = await engines.get(service.registry.get("tiny-llava-1.5"))
-    pids = first.child_pids
-    assert pids and all(psutil.pid_exists(p) for p in pids)
-    await engines.get(service.registry.get("tiny-qwen2.5-vl"))
-    assert engines.loaded() == ["tiny-qwen2.5-vl"]
+async def test_switching_models_ends_the_previous_engine(service, engines, monkeypatch):
+    """A question to a model whose engine is starting, and a switch to another model meanwhile (the page's
+    picker): the question ends (its answer, or one line saying its engine was stopped for the other model, where
+    the switch came before the question reached it; it used to wait forever), and the first engine's processes
+    end."""
+    from vlm_demo.engine import Engine
+
+    llava, qwen = service.registry.get("tiny-llava-1.5"), service.registry.get("tiny-qwen2.5-vl")
+    await engines.shutdown(llava.name)  # the question starts it
+    retired: list[frozenset[int]] = []
+    retire = Engine.retire
+    monkeypatch.setattr(Engine, "retire", lambda self: (retired.append(self.child_pids), retire(self)))
+    request = ChatRequest(model=llava.name, turns=(Turn("user", "What is in this picture?",
+                                                        {"image": (make_image(64, 48),)}),), sampling=FIXED)
+
+    async def ask() -> list:
+        return [event async for event in service.chat(request, preview=True)]
+
+    asking = asyncio.ensure_future(ask())
+    while engines.progress(llava.name) is None:  # its engine's start has begun
+        await asyncio.sleep(0.01)
+    switched = asyncio.ensure_future(engines.get(qwen))
+    events = await asyncio.wait_for(asking, 120)
+    await switched
+    last = events[-1]
+    assert isinstance(last, Done) or (isinstance(last, Failed) and "another model" in last.message), last
+    assert engines.loaded() == [qwen.name]
+    pids = [pid for found in retired for pid in found]
+    assert pids
     gone = [p for p in pids if not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE]
-    assert gone == list(pids)
+    assert gone == pids
 
 
 async def test_qwen_one_token_per_28px(service, engines):

@@ -40,6 +40,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     engines = EngineManager(settings)
     atexit.register(engines.shutdown_all)  # any other way out still stops the engines
     stop = StopSignals()
+    if settings.start_at_launch:
+        engines.expect_start(registry.get(name))
     demo = build_app(ChatService(registry, engines, settings), default_model=name)
     if settings.start_at_launch:
         start_at_launch(demo, engines, registry.get(name))

@@ -36,11 +36,23 @@ class Engine(Renderer):
         self.shared_memory = shared_memory
         """Names of the shared-memory segments its processes created (vLLM's message queues between
         engine core and worker); removed at shutdown where a killed process left them behind."""
+        self.retired = False
+        """Set once the manager has switched it out: it takes no new request, and one that waits ends (``retire``)."""
 
     @property
     def dead(self) -> bool:
         """True once the engine core has died."""
         return self._llm is None or bool(self._llm.errored)
+
+    def retire(self) -> None:
+        """Take no new request, and end every request still waiting for output with vLLM's ``EngineDeadError``
+        (its stream then fails in one line): called in the event loop before the engine is shut down, so a
+        request that got this engine as another model's start switched it out never waits forever."""
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        self.retired = True
+        if self._llm is not None:
+            self._llm.output_processor.propagate_error(EngineDeadError())
 
     def running_requests(self) -> int:
         """Requests the engine holds right now (0 when idle)."""
@@ -74,6 +86,8 @@ class Engine(Renderer):
             skip_special_tokens=split.skip_special_tokens if split else not self.kept_tags,
         )
         for attempt in (1, 2):
+            if self.retired:
+                raise EngineDiedError(self._retired_text())
             request_id = f"vlm-demo-{uuid.uuid4().hex}"
             engine_input, hashes = self._for_engine_core(rendered.engine_input)
             finished = reached = False
@@ -101,8 +115,8 @@ class Engine(Renderer):
                 text = " ".join(str(exc).split())
                 raise InputError(f"{self.spec.name}: {text if len(text) <= 300 else text[:299] + '…'}") from None
             except EngineDeadError as exc:
-                raise EngineDiedError(
-                    f"the {self.spec.name} engine stopped ({exc}); the next request restarts it") from None
+                raise EngineDiedError(self._retired_text() if self.retired else f"the {self.spec.name} engine stopped "
+                                      f"({exc}); the next request restarts it") from None
             finally:
                 if not finished and not self.dead:
                     await self._llm.abort(request_id)
@@ -110,6 +124,9 @@ class Engine(Renderer):
                     self._forget(hashes)
             if reached:
                 return
+
+    def _retired_text(self) -> str:
+        return f"the {self.spec.name} engine was stopped for another model chosen meanwhile; ask again to restart it"
 
     def _for_engine_core(self, engine_input: Any) -> tuple[Any, tuple[str, ...]]:
         """``engine_input`` as ``vllm serve`` sends it to the engine core: an item the core already holds

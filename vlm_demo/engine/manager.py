@@ -123,6 +123,11 @@ class EngineManager:
             task.add_done_callback(lambda t: t.cancelled() or t.exception())  # each caller sees its error
         return await asyncio.shield(task)
 
+    def expect_start(self, spec: ModelSpec) -> None:
+        """Note that ``spec``'s engine starts as soon as the page server runs (``start_soon``): where its start
+        stands reads "starting" from the page's first view."""
+        self._loading.setdefault(spec.name, StartProgress("starting as the app comes up", time.monotonic()))
+
     def start_soon(self, spec: ModelSpec) -> None:
         """Start ``spec``'s engine in the background, as a first ``get`` would (callers of ``get`` meanwhile share
         this start); a failed start is logged in one line, and the next ``get`` tries again."""
@@ -147,6 +152,7 @@ class EngineManager:
             async with self._lock:
                 engine = self._engines.get(spec.name)
                 if engine is not None and engine.dead:
+                    engine.retire()
                     await asyncio.to_thread(engine.shutdown)
                     del self._engines[spec.name]
                     engine = None
@@ -158,6 +164,7 @@ class EngineManager:
                         await self._wait_idle(old, spec.name)
                         self._phase(spec.name, f"stopping {old_name}'s engine")
                         del self._engines[old_name]
+                        old.retire()
                         await asyncio.to_thread(old.shutdown)
                     engine = await asyncio.to_thread(start_engine, spec, self.settings,
                                                       functools.partial(self._phase, spec.name))
@@ -195,6 +202,7 @@ class EngineManager:
         async with self._lock:
             engine = self._engines.pop(name, None)
             if engine is not None:
+                engine.retire()
                 await asyncio.to_thread(engine.shutdown)
 
     def shutdown_all(self, grace_s: float | None = None) -> None:

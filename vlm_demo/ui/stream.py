@@ -85,7 +85,13 @@ class _Live:
                 event = await anext(events, None)
             else:
                 step = asyncio.ensure_future(anext(events, None))
-                await asyncio.wait({step, self.wake}, return_when=asyncio.FIRST_COMPLETED)
+                try:
+                    await asyncio.wait({step, self.wake}, return_when=asyncio.FIRST_COMPLETED)
+                except asyncio.CancelledError:  # this answer is cancelled (the app stops): so is its step, before
+                    step.cancel()               # the stream is closed (a stream closed while it runs would raise)
+                    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                        await step
+                    raise
                 if not step.done():  # Stop: the service's stream is cancelled where it waits
                     step.cancel()
                     with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
