@@ -54,14 +54,14 @@ async def read_message(message: dict | None, url_text: str | None,
         per_turn, _ = settings.media_limits(modality)
         if n > per_turn:
             raise InputError(f"{n} {modality}s in one message; the limit is {per_turn}")
-    items = [await intake.load(path, settings, name=Path(path).name) for path in files]  # not the server's folder
+    items = [await intake.load_file(path, settings, name=Path(path).name) for path in files]  # (not its folder)
     # A clip shows as its first frame (a browser plays few of the codecs vLLM decodes), said in words
     pictures = [await asyncio.to_thread(image_file, item.poster, OVERLAYS)
                 if isinstance(item, Video) and item.poster is not None else path
                 for path, item in zip(files, items, strict=True)]
     clips = "".join(f"\n[video: {item.name}, {item.duration_s:.1f} s; its first frame shown]"
                     for item in items if isinstance(item, Video))
-    items += [await intake.load(link, settings) for link in links]
+    items += [await intake.load_url(link, settings) for link in links]  # a URL, never a path on this server
     shown = text + clips + "".join(f"\n[{'video' if is_video_url(link) else 'image'}: {link[:80]}]"
                                    for link in links)
     return Turn("user", text, intake.by_modality(items)), (*pictures, shown)
