@@ -37,6 +37,7 @@ class Engine(Renderer):
         """Names of the shared-memory segments its processes created (vLLM's message queues between
         engine core and worker); removed at shutdown where a killed process left them behind."""
         self.retired = False
+        self._streams = 0  # answers streaming from it, counted from their first step
         """Set once the manager has switched it out: it takes no new request, and one that waits ends (``retire``)."""
 
     @property
@@ -56,7 +57,7 @@ class Engine(Renderer):
 
     def running_requests(self) -> int:
         """Requests the engine holds right now (0 when idle)."""
-        return 0 if self._llm is None else self._llm.get_num_unfinished_requests()
+        return max(self._streams, 0 if self._llm is None else self._llm.get_num_unfinished_requests())
 
     @functools.cached_property
     def prefix_cache_block(self) -> int | None:
@@ -66,7 +67,21 @@ class Engine(Renderer):
         return cache.block_size if cache.enable_prefix_caching else None
 
     async def stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
-        """Generate from ``rendered``; closing the iterator early aborts the vLLM request."""
+        """Generate from ``rendered``; closing the iterator early aborts the vLLM request. From its first step it
+        counts in ``running_requests`` (a switch waits for it), or it fails in one line where the engine was already
+        switched out (``retire``): a question that got this engine as another model was picked never waits on a
+        stopped engine."""
+        if self.retired:
+            raise EngineDiedError(self._retired_text())
+        self._streams += 1
+        try:
+            async with contextlib.aclosing(self._stream(rendered, sampling)) as deltas:
+                async for delta in deltas:
+                    yield delta
+        finally:
+            self._streams -= 1
+
+    async def _stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
         from vllm.exceptions import VLLMClientError
         from vllm.sampling_params import RequestOutputKind, SamplingParams, StructuredOutputsParams
         from vllm.v1.engine.exceptions import EngineDeadError
@@ -86,8 +101,6 @@ class Engine(Renderer):
             skip_special_tokens=split.skip_special_tokens if split else not self.kept_tags,
         )
         for attempt in (1, 2):
-            if self.retired:
-                raise EngineDiedError(self._retired_text())
             request_id = f"vlm-demo-{uuid.uuid4().hex}"
             engine_input, hashes = self._for_engine_core(rendered.engine_input)
             finished = reached = False
