@@ -458,7 +458,8 @@ def test_on_a_phone(app, journey_registry, pictures):
 
 def test_in_dark_mode(app, journey_registry, pictures):
     """Dark mode: every step's text inside the panels keeps a contrast of at least 4.5:1 (special tokens and the
-    image runs of the prompt too), with the engine running and while it does not."""
+    image runs of the prompt too), with the engine running and while it does not; another model picked while an
+    answer streams stops it, and the next question goes to that model."""
     url, log = app
     # not the page's first model (picking it starts its engine), and one whose template has special tokens
     spec = next(m for m in journey_models(journey_registry)[1:] if m.family != "llava")
@@ -485,3 +486,18 @@ def test_in_dark_mode(app, journey_registry, pictures):
             watch.check("stopped")
             person.retry_then_stop()
             watch.check("retried, stopped")
+            # another model picked while an answer streams: the answer stops there (as Stop stops it), and the
+            # message box sends the next question, to the model now chosen (it used to drop it until the first
+            # answer had ended)
+            bots = page.locator("#chat .bot").count()
+            page.locator("#question textarea").fill("Once more?")
+            page.locator("#question textarea").press("Enter")
+            person.wait("n => document.querySelectorAll('#chat .bot').length > n && "
+                        "/generating/.test(document.querySelector('#stats').innerText)", bots, ENGINE_START_S)
+            other = journey_models(journey_registry)[0]
+            person.pick(other)
+            person.wait("() => /\\[stopped\\]/.test([...document.querySelectorAll('#chat .bot')].pop().innerText)",
+                        timeout_s=10)
+            person.ask("And now?")
+            assert person.users()[-1] == "And now?" and other.display_label in person.status()
+            watch.check("switched mid-answer, asked again")

@@ -22,9 +22,17 @@ def wire(page: Page, on: Handlers) -> None:
         return page.inputs(endpoint_inputs(api_name, page.controls.kwargs))
     # (Stop, the conversation and the render: not in the API)
     chat_outputs = [*page.out(CHAT_OUTPUTS), page.stop_btn, page.conversation, page.rendered]
-    chat_event = page.message.submit(on.submit, None, chat_outputs, api_name="chat", inputs_kwargs=named("chat"))
+    # An answer's progress, and an error that ends it, show on the stats line alone: an error status over the chat
+    # would hide the conversation (and the failed answer's note in it) behind Gradio's "Error" until the next event
+    answering = {"show_progress_on": [page.stats]}
+    chat_event = page.message.submit(on.submit, None, chat_outputs, api_name="chat", inputs_kwargs=named("chat"),
+                                     **answering)
     chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
-    page.retry_btn.click(on.retry, None, chat_outputs, api_name="retry", inputs_kwargs=named("retry"))
+    retry_event = page.retry_btn.click(on.retry, None, chat_outputs, api_name="retry", inputs_kwargs=named("retry"),
+                                       **answering)
+    for answered in (chat_event, retry_event):  # the status line as the answer leaves the engine (not a tick later)
+        answered.then(on.state_text, page.model, page.engine_state, api_name=False, queue=False,
+                      show_progress="hidden")
     # An answer's render: its panels in their own event (not repeated in every streamed update), the box cleared
     page.rendered.change(on.panels, page.rendered, page.out(RENDER_OUTPUTS), api_name="panels",
                          concurrency_limit=None, show_progress_on=[page.prompt])  # never behind the answers
@@ -49,6 +57,8 @@ def wire(page: Page, on: Handlers) -> None:
         moved(on.inspect, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
     # A switch: the new model's controls, sampling, Detect, Compare's pickers and "starting" at once (property
     # updates only), its engine's start (the status follows it), and the panels from vLLM's renderer meanwhile
+    # (a switch also stops the session's answer: a question that waits for one model's engine would keep the
+    # message box from sending the next question, to the model now chosen, until that engine had started)
     switched = page.model.change(on.switch, page.model, on.switch_outputs(), api_name=False, queue=False,
                                  show_progress="hidden")
     switched.then(on.load_model, page.model, page.engine_state, api_name="load_model", show_progress="hidden")

@@ -195,11 +195,14 @@ class Handlers:
         return [*page.controls.components, page.temperature, page.top_p, page.max_tokens, page.detect, page.model_a,
                 page.model_b, page.engine_state, page.timer]
 
-    async def switch(self, name: str) -> dict[Any, Any]:
+    async def switch(self, request: gr.Request, name: str) -> dict[Any, Any]:
         """The page as the model picker moved to ``name``: its controls (property updates of the components built
         with the page), its sampling defaults, Detect where its family has a box format, Compare's pickers on it,
         and its engine's status, starting at once: the start begins here (``load_model`` then waits for it and
-        says how it ended), so no status tick in between finds it not loaded."""
+        says how it ended), so no status tick in between finds it not loaded. The session's answer, if one runs
+        (or waits for the other model's engine), stops as Stop stops it: the message box is free for the next
+        question, to this model."""
+        self.answers.stop(_session(request))
         page, spec = self.page, self.registry.get(name)
         if not spec.remote and self.service.engines.running(spec) is None:
             started = asyncio.ensure_future(self.service.engines.get(spec))
