@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import html
 import io
 import json
 import os
@@ -24,46 +23,18 @@ from gradio_client.exceptions import AppError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from vlm_demo.engine import EngineManager
-from vlm_demo.registry import Registry, Sampling
+from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatService
-from vlm_demo.ui.app import build_app, launch_kwargs
+from vlm_demo.ui.app import build_app
 from vlm_demo.ui.contract import STATE_INPUTS, api_inputs, control_names, endpoint_inputs, named_outputs
 from vlm_demo.ui.views import image_file
 
+from .app_harness import (MODEL, OTHER, App, chat_args, message, named, page, prompt_text, run, texts,
+                          wait_until)
 from .browser import LOG_PROBLEMS, chromium
-from .conftest import ARTIFACTS, ROOT, free_port, make_image
-from .intake_servers import Internet, local_internet, url_settings
-
-MODEL, OTHER = "tiny-qwen2.5-vl", "tiny-llava-1.5"
-
-
-@dataclasses.dataclass
-class App:
-    """The running app under test."""
-
-    url: str
-    engines: EngineManager
-    registry: Registry
-    service: ChatService
-    internet: Internet
-    """The local stand-in for image hosts (URL fetching is on, for the test hosts only)."""
-
-    def __iter__(self):  # url, engines, registry = app
-        return iter((self.url, self.engines, self.registry))
-
-
-@contextlib.contextmanager
-def page(service: ChatService):
-    """The app's page over ``service``, served on a free 127.0.0.1 port; its URL while the block runs."""
-    demo = build_app(service, default_model=MODEL)
-    port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs(service.settings))
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close()
-
+from .cases import BAD_URLS, REFUSED
+from .conftest import ARTIFACTS, ROOT, make_image
+from .intake_servers import local_internet, url_settings
 
 @pytest.fixture(scope="module")
 def app(registry, settings, tmp_path_factory):
@@ -82,57 +53,6 @@ def picture():
     path = ARTIFACTS / "app-test.png"
     make_image(1600, 400).save(path)
     return path
-
-
-def message(text: str = "What is in this picture?", *pictures) -> dict:
-    return {"text": text, "files": [handle_file(str(p)) for p in pictures]}
-
-
-def chat_args(registry, picture, model=MODEL, text="What is in this picture?", max_tokens=24, seed=7, urls="",
-              **controls):
-    """The /chat inputs for one question (with ``picture`` unless None)."""
-    return api_inputs(registry, "chat", model, message(text, *([picture] if picture else [])), temperature=0.7,
-                      top_p=0.9, max_tokens=max_tokens, seed=seed, urls=urls, controls=controls)
-
-
-def wait_until(condition, timeout_s: float) -> None:
-    """Poll ``condition`` every 50 ms until it holds or ``timeout_s`` passes (the caller asserts after)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def named(*updates, api_name: str = "chat") -> dict:
-    """The outputs as they stand after ``updates``: each output's last value that was not a no-op."""
-    state: dict = {}
-    for outputs in updates:
-        for name, value in named_outputs(api_name, outputs).items():
-            if not (isinstance(value, dict) and value.get("__type__") == "update"):
-                state[name] = value
-    return state
-
-
-def run(job, client: Client | None = None) -> dict:
-    """A streamed /chat or /retry call, run to its end: its outputs by name, with (given the client) the
-    panels of the render it was generated from (``/panels``)."""
-    out = named(*list(job), job.result(timeout=300))
-    return out | (named_outputs("panels", client.predict(api_name="/panels")) if client else {})
-
-
-def texts(chat: list) -> list[str]:
-    """Each chat message's text (a user message's files left out)."""
-    def text(content):
-        if isinstance(content, str):
-            return content
-        parts = content if isinstance(content, list) else [content]
-        return "".join(p if isinstance(p, str) else p.get("text", "") if p.get("type") == "text" else ""
-                       for p in parts)
-    return [text(m["content"]) for m in chat]
-
-
-def prompt_text(out: dict) -> str:
-    """The rendered prompt panel as plain text."""
-    return html.unescape(re.sub(r"<[^>]+>", "", out["prompt"]))
 
 
 def test_overlay_pictures_are_written_once_and_whole(tmp_path):
@@ -510,18 +430,16 @@ def raw_call(url: str, api_name: str, data: list) -> tuple[str, object]:
 
 def test_bad_urls_files_and_payloads_through_the_api(app, tmp_path):
     """Issue 5 cases 1-11 and 13: each is a clear error through the Gradio API, and nothing breaks."""
-    from .test_intake import BAD_URLS, REFUSED
-
     url, engines, registry = app
     client = Client(url, verbose=False)
-    for bad, message in BAD_URLS.values():
-        with pytest.raises(AppError, match=message):
+    for bad, refusal in BAD_URLS.values():
+        with pytest.raises(AppError, match=refusal):
             client.predict(*inspect_args(registry, urls=bad.format(port=app.internet.port)), api_name="/inspect")
     assert all("93.184.216.34" in seen for seen in app.internet.seen), "an internal address was contacted"
-    for i, (make, message) in enumerate(REFUSED.values()):
+    for i, (make, refusal) in enumerate(REFUSED.values()):
         path = tmp_path / f"{i}-upload.png"
         path.write_bytes(make())
-        with pytest.raises(AppError, match=message):
+        with pytest.raises(AppError, match=refusal):
             client.predict(*inspect_args(registry, files=[handle_file(str(path))]), api_name="/inspect")
     # (10) over the upload limit: Gradio itself refuses the upload (max_file_size)
     big = tmp_path / "big.png"

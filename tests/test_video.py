@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,13 +14,11 @@ from vlm_demo.inspector import contact_sheet, to_json
 from vlm_demo.intake import load_video
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, Turn, sent_media_io, to_openai_messages
-from vlm_demo import families
-from vlm_demo.registry import load_registry
-from vlm_demo.settings import VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
+from vlm_demo.settings import VIDEO_FPS, VIDEO_NUM_FRAMES
 
+from .cases import CLIP, video_request
 from .conftest import make_image
 
-CLIP = Path(__file__).resolve().parent.parent / "assets" / "moving-square.webm"
 FIXED = Sampling(temperature=0.0, top_p=1.0, max_tokens=8, ignore_eos=True)
 
 VIDEO_FAMILIES = ("tiny-qwen2.5-vl", "tiny-qwen2-vl", "tiny-qwen3-vl", "tiny-internvl2.5", "tiny-internvl3.5-hf",
@@ -33,18 +30,6 @@ STREAMED = ("tiny-qwen2.5-vl", "tiny-qwen3-vl", "tiny-internvl2.5", "tiny-intern
 @pytest.fixture(scope="module")
 def clip(settings):
     return load_video(CLIP, settings)
-
-
-def video_request(model: str, clip, num_frames: int | None = None, text: str = "Where does the square go?",
-                  **extra) -> ChatRequest:
-    """A question about ``clip`` with ``num_frames`` sampled: as ``num_frames``, or for a family sampled by rate
-    (Qwen-VL: the 12-fps, 4-s clip) as ``fps`` = num_frames / 4."""
-    media_io = {}
-    if num_frames:
-        entry = load_registry(Settings().models_file).get(model.removeprefix("remote-"))  # (an endpoint entry's)
-        by_rate = families.get(entry.family).video_sampling == "fps"
-        media_io = {"video": {"fps": num_frames / 4} if by_rate else {"num_frames": num_frames}}
-    return ChatRequest(model=model, turns=(Turn("user", text, {"video": (clip,)}),), media_io=media_io, **extra)
 
 
 @pytest.mark.parametrize("model", VIDEO_FAMILIES)

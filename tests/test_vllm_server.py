@@ -23,6 +23,7 @@ from vlm_demo.service import ChatRequest, ChatService, Turn, to_openai_messages
 from vlm_demo.settings import Settings
 from vlm_demo.profile import spec_for_endpoint
 
+from .cases import CLIP, video_request
 from .conftest import ARTIFACTS, ROOT, make_image
 from .vllm_server import (
     SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, engine_kwargs, server_argv,
@@ -224,8 +225,6 @@ async def test_a_video_through_the_server(server: Server, registry, engines, set
     """The project's clip, 4 frames, through vLLM's server (an endpoint entry: its render endpoint, with the
     request's ``media_io_kwargs``) and through the local engine: the same ids, video ranges and counts."""
     from vlm_demo.intake import load_video
-
-    from .test_video import CLIP, video_request
 
     spec = server.spec
     if not spec.engine_args.limit_mm_per_prompt.get("video"):
