@@ -116,7 +116,6 @@ async def test_a_remote_models_controls_come_from_its_hub_checkpoint_without_wei
     """A server that serves a Hub id (its /v1/models root) whose family the app reads as generic: the app fetches
     that checkpoint's config, tokenizer, processor and template files, never its weights, and derives the
     model's controls with vLLM's renderer built from them."""
-    from types import SimpleNamespace
 
     from vlm_demo.engine import EngineManager
     from vlm_demo.engine.controls import derive
@@ -127,8 +126,7 @@ async def test_a_remote_models_controls_come_from_its_hub_checkpoint_without_wei
     assert "model.safetensors" not in server.fetched(REPO)
     spec = ModelSpec(name="remote-generic", label="r", family="generic", endpoint="http://127.0.0.1:9",
                      served_model_name="m")
-    remote = SimpleNamespace(root=REPO, url="http://127.0.0.1:9", max_model_len=4096)
-    reference = EngineManager(settings).reference_renderer(spec, remote)
+    reference = EngineManager(settings).reference_renderer(spec, REPO, 4096)
     assert {"size.longest_edge", "size.shortest_edge"} <= {c.kwarg for c in (await derive(reference)).controls}
 
 

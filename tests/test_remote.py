@@ -227,8 +227,8 @@ async def test_a_model_the_app_cannot_identify_forwards_what_is_typed(server: Se
     server takes renders there, one it refuses is the server's own error in one line."""
     from vlm_demo.errors import EngineStartError
 
-    def unreachable(self, spec, remote):
-        raise EngineStartError(f"could not download {remote.root}: the connection to https://huggingface.co failed")
+    def unreachable(self, spec, root, max_model_len=None):
+        raise EngineStartError(f"could not download {root}: the connection to https://huggingface.co failed")
     monkeypatch.setattr(EngineManager, "reference_renderer", unreachable)
     spec = dataclasses.replace(remote_spec(registry, server.url, family="generic", controls=()), name="unknown-remote")
     service = ChatService(registry.with_model(spec), EngineManager(settings), settings)

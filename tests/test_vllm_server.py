@@ -125,6 +125,29 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
 
 
 @pytest.mark.parametrize("kind", ["default", "variant"])
+async def test_the_audit_finds_the_plain_server_equal(server: Server, kind: str, registry, engines, settings):
+    """``audit`` (issue 25): the server's render of the app's request (its render endpoint) equals vLLM's
+    reference render from the checkpoint the server names (its /v1/models root, a directory here). The request
+    goes with the entry's default settings, as the page sends it: these servers start with each setting at its
+    largest server-wide (the app's flags, sizing the encoder cache), which a request without settings would get
+    (Gemma 3's pan-and-scan: rightly a difference then)."""
+    from vlm_demo.engine.audit import RENDER
+    from vlm_demo.inspector.audit import EQUAL
+    from vlm_demo.service.audit import Auditor
+
+    spec = server.spec
+    remote = dataclasses.replace(spec_for_endpoint(registry, server.url, spec.name), name=f"remote-{spec.name}")
+    case = CASES[spec.name][kind]
+    images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
+    request = ChatRequest(model=remote.name, turns=(Turn("user", case.text, {"image": images}),),
+                          mm_kwargs=case.mm_kwargs)
+    verdict = await Auditor.of(registry.with_model(remote), remote.name, engines, settings).audit(
+        request, with_defaults=True)
+    assert verdict.status == EQUAL and verdict.how == RENDER, verdict.text()
+    assert [i.reference for i in verdict.items] == [i.server for i in verdict.items] and all(verdict.items)
+
+
+@pytest.mark.parametrize("kind", ["default", "variant"])
 async def test_an_endpoint_entry_matches_the_local_engine(server: Server, kind: str, registry, engines, settings):
     """The app's remote engine in front of this server: the same inspection as the local engine (ids,
     ranges, geometry, prompt, content format) and the same seeded answer, token for token."""

@@ -18,6 +18,9 @@ from . import profile, serving
 from .registry import AUTO, Registry
 from .settings import Settings
 
+DEFAULT_PICTURE = Path(__file__).resolve().parent.parent / "assets" / "bar-chart.png"
+"""The picture ``audit`` sends when none is given."""
+
 
 def _registry(settings: Settings) -> Registry:
     return serving.load_registry(settings)
@@ -226,6 +229,49 @@ def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
+    """Audit a server: its render of the request (or, with --sweep, of each control's extremes and one and two
+    pictures) against vLLM's reference renderer of the checkpoint. Exit 0 equal, 1 differs, 2 could not check
+    (a bad argument too: a deployment's CI tells "differs" from "not run")."""
+    from .inspector.audit import EXIT_CODES, UNCHECKED
+
+    try:
+        results = _audit(args, settings)
+    except VlmDemoError as exc:
+        print(f"could not check: {exc}", file=sys.stderr)
+        return EXIT_CODES[UNCHECKED]
+    if args.json:
+        args.out.write(json.dumps([{"case": label, **v.to_json(), "exit_code": v.exit_code}
+                                   for label, v in results]) + "\n")
+        args.out.flush()
+    else:
+        for label, v in results:
+            print(f"{label}: {v.text()}" if args.sweep else v.text())
+    return max(v.exit_code for _, v in results)
+
+
+def _audit(args: argparse.Namespace, settings: Settings) -> list:
+    from .engine import EngineManager
+    from .service.audit import Auditor
+
+    if args.sweep or not (args.image or args.video):
+        args.image = (args.image or [str(DEFAULT_PICTURE)])[:1 if args.sweep else None]
+    registry, request = _request(args, settings)
+    args.out = _stdout_to_stderr() if args.json else sys.stdout
+    engines = EngineManager(settings)
+    auditor = Auditor.of(registry, request.model, engines, settings, args.reference,
+                         trust_remote_code=args.trust_remote_code or None)
+
+    async def run():
+        if args.sweep:
+            return await auditor.sweep(request.turns[-1].media["image"][0])
+        return [("the request", await auditor.audit(request))]
+    try:
+        return asyncio.run(run())
+    finally:
+        engines.shutdown_all()
+
+
 def chat_text(delta, shown: int) -> str:
     """What ``chat`` prints for one ``Delta``, ``shown`` reasoning characters having been printed: new
     reasoning after a "[reasoning]" line, and answer text, after an "[answer]" line where reasoning came first."""
@@ -262,7 +308,8 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", help="system prompt")
     parser.add_argument("--mm-kwargs", help='image-processor kwargs as JSON, e.g. \'{"max_pixels": 401408}\'')
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--trust-remote-code", action="store_true", help="for a local model directory")
+    parser.add_argument("--trust-remote-code", action="store_true", help="run the checkpoint's own code: for a local "
+                        "model directory, or with --endpoint for the reference renderer of the model it serves")
     parser.add_argument("--max-model-len", type=int, help="for a local model directory")
 
 
@@ -292,6 +339,21 @@ def build_parser() -> argparse.ArgumentParser:
     ground.add_argument("--answer", help="an answer to read (from this app or anywhere else); nothing is generated")
     ground.add_argument("--max-tokens", type=int, help="most tokens to generate (with --text)")
     ground.set_defaults(func=cmd_ground)
+    audit = sub.add_parser("audit", help="does a server render what vLLM's reference renderer renders from the "
+                           "model's own files? (exit 0 equal, 1 differs, 2 could not check)")
+    _add_request_args(audit)
+    for action in audit._actions:
+        if action.dest == "text":
+            action.required, action.default = False, "What is in this picture?"
+        elif action.dest == "endpoint":
+            action.required = True
+        elif action.dest == "image":
+            action.help = f"image file or URL (default: {DEFAULT_PICTURE.name})"
+    audit.add_argument("--reference", help="the model's files: a directory or a Hub id (config, tokenizer, "
+                       "processor and template files only; default: the checkpoint the server names)")
+    audit.add_argument("--sweep", action="store_true", help="each control at its smallest, default and largest "
+                       "value, and one and two pictures")
+    audit.set_defaults(func=cmd_audit)
     return parser
 
 
@@ -321,7 +383,7 @@ def quiet_library_warnings() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     quiet_library_warnings()
-    if args.command in ("inspect", "chat", "ground", "models"):
+    if args.command in ("inspect", "chat", "ground", "models", "audit"):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # before vLLM is imported
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.__stderr__")  # stdout is the command's output
     logging.basicConfig(level=logging.WARNING if args.command != "serve" else logging.INFO,

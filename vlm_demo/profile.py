@@ -85,9 +85,10 @@ class Profile:
     def mm_processor_kwargs(self, chosen: Mapping[str, Any]) -> dict[str, Any]:
         """What a request sends as vLLM's ``mm_processor_kwargs``: the defaults with ``chosen`` over them, in the
         form the processor's current API takes (``registry.processor_kwargs``)."""
-        return self._sent({**self.default_mm_kwargs(), **chosen})
+        return self.sent({**self.default_mm_kwargs(), **chosen})
 
-    def _sent(self, flat: Mapping[str, Any]) -> dict[str, Any]:
+    def sent(self, flat: Mapping[str, Any]) -> dict[str, Any]:
+        """``flat`` (control names, dotted) as vLLM's ``mm_processor_kwargs``, without the defaults."""
         return processor_kwargs(image_scoped(flat, self.scoped), self.checkpoint_dicts, self.adapter.aliases)
 
     @property
@@ -142,7 +143,7 @@ class Profile:
         that sizes the cache: on), so every value works per request. A control without a default leaves the
         checkpoint's processor config in charge, its cache sizing too."""
         sizing = self.adapter.cache_sizing_kwargs
-        return self._sent({c.kwarg: (True if c.kind == "bool" else c.max) for c in self.spec.controls
+        return self.sent({c.kwarg: (True if c.kind == "bool" else c.max) for c in self.spec.controls
                            if c.kwarg in sizing and c.default is not None})
 
 

@@ -14,6 +14,7 @@ import threading
 import time
 
 from . import profile
+from .errors import VlmDemoError
 from .registry import Registry
 from .settings import Settings
 
@@ -48,7 +49,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
     try:
-        demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **launch_kwargs(settings))
+        try:
+            demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **launch_kwargs(settings))
+        except (ValueError, OSError) as exc:  # Gradio's own check that the page answers, a port in use
+            raise VlmDemoError(f"the page did not come up on {host}:{port}: {exc}") from None
         stop.wait()
     finally:
         _stop_serving(demo, engines, settings)

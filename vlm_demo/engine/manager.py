@@ -231,7 +231,7 @@ class EngineManager:
         from .controls import derive
 
         try:
-            reference = await asyncio.to_thread(self.reference_renderer, spec, remote)
+            reference = await asyncio.to_thread(self.reference_renderer, spec, remote.root, remote.max_model_len)
             derived = await derive(reference)
         except VlmDemoError as exc:
             log.warning("%s: no controls derived (%s); per-request settings go to the server as typed", spec.name,
@@ -239,20 +239,21 @@ class EngineManager:
             return remember_derived(spec, (), {}, {})
         return remember_derived(spec, derived.controls, derived.values, derived.dicts, derived.scoped)
 
-    def reference_renderer(self, spec: ModelSpec, remote: RemoteEngine) -> Renderer:
-        """vLLM's renderer of the checkpoint ``remote`` serves, built here from its files (no engine, no weights):
-        a directory on this machine, else a Hub id's config, tokenizer and processor files."""
+    def reference_renderer(self, spec: ModelSpec, root: str | None, max_model_len: int | None = None,
+                           trust_remote_code: bool = False) -> Renderer:
+        """vLLM's renderer of the checkpoint ``root`` (what a server of ``spec`` serves), built here from its files
+        (no engine, no weights): a directory on this machine, else a Hub id's config, tokenizer and processor
+        files. ``trust_remote_code``: run the checkpoint's own code (the server runs it too)."""
         from .. import hub
 
-        if not remote.root:
-            raise EngineStartError(f"{remote.url} does not say which checkpoint it serves (/v1/models root)")
-        where = remote.root if Path(remote.root).is_dir() else hub.download(remote.root, None, self.settings,
-                                                                            weights=False)
-        local = ModelSpec(name=f"{spec.name}-reference", label=f"{remote.root} (reference)",
+        if not root:
+            raise EngineStartError(f"{spec.endpoint} does not say which checkpoint it serves (/v1/models root)")
+        where = root if Path(root).is_dir() else hub.download(root, None, self.settings, weights=False)
+        local = ModelSpec(name=f"{spec.name}-reference", label=f"{root} (reference)",
                           family=families.GENERIC.name, path=where, engine_args=EngineArgs(
-                              max_model_len=remote.max_model_len or None, load_format="dummy",
+                              max_model_len=max_model_len or None, load_format="dummy",
                               limit_mm_per_prompt=dict(spec.engine_args.limit_mm_per_prompt),
-                              trust_remote_code=spec.engine_args.trust_remote_code))
+                              trust_remote_code=trust_remote_code or spec.engine_args.trust_remote_code))
         return self.start_renderer(local)
 
     def start_renderer(self, spec: ModelSpec) -> Renderer:

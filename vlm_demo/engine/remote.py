@@ -146,7 +146,7 @@ class RemoteEngine:
     def _status_error(self, status: int, text: str, path: str) -> RemoteError:
         return RemoteError(f"{self.url}{path}: the server answered {status}: {_error_text(text)}")
 
-    async def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
+    async def call(self, method: str, path: str, body: dict[str, Any] | None = None,
                     not_offered: frozenset[int] = frozenset()) -> Any:
         """The JSON answer of one request; None when the status is in ``not_offered``."""
         try:
@@ -167,7 +167,7 @@ class RemoteEngine:
 
     async def models(self) -> list[dict[str, Any]]:
         """The server's model list (``/v1/models``): its health check too."""
-        listing = await self._call("GET", "/v1/models")
+        listing = await self.call("GET", "/v1/models")
         if not isinstance(listing, dict) or not isinstance(listing.get("data"), list):
             raise RemoteError(f"{self.url}/v1/models: not an OpenAI model list (is this a vLLM server?)")
         return listing["data"]
@@ -189,11 +189,12 @@ class RemoteEngine:
         if self.spec.family == AUTO and self.root:  # the checkpoint it serves, if here
             self.adapter = profile(self.spec, self.root).adapter
         family = self.adapter
-        info = await self._call("GET", "/tokenizer_info", not_offered=NOT_OFFERED)
+        info = await self.call("GET", "/tokenizer_info", not_offered=NOT_OFFERED)
         if info is not None:
             self.offers_tokenizer_info = True
             self._special_names = added_tokens(info)
-            self.content_format = content_format(info.get("chat_template"))
+            # (vLLM's rule: its first use imports vLLM's renderer, seconds: not in the page's event loop)
+            self.content_format = await asyncio.to_thread(content_format, info.get("chat_template"))
         image_token = family.feature_tokens.get("image")
         markers = [t for t in (image_token, *family.markers.get("image", ("", ""))) if t]
         for token in markers:  # the family's own tokens, from the server's tokenizer in any case
@@ -209,10 +210,10 @@ class RemoteEngine:
         return self
 
     async def _tokenize(self, body: dict[str, Any]) -> list[int]:
-        out = await self._call("POST", "/tokenize", body, not_offered=NOT_OFFERED)
+        out = await self.call("POST", "/tokenize", body, not_offered=NOT_OFFERED)
         if out is None:
             raise RemoteError(f"{self.url} does not offer /tokenize (nor /v1/chat/completions/render): the panels "
-                              "need a vLLM OpenAI server's own endpoints (vllm serve; see README 'Scale out')")
+                              "need a vLLM OpenAI server's own endpoints (vllm serve; see README 'Scaling out')")
         return list(out["tokens"])
 
     # --- rendering -----------------------------------------------------------------------------
@@ -266,7 +267,7 @@ class RemoteEngine:
         be; a video's cannot)."""
         family = self.adapter
         if self.offers_render is not False:
-            out = await self._call("POST", "/v1/chat/completions/render", body, not_offered=NOT_OFFERED)
+            out = await self.call("POST", "/v1/chat/completions/render", body, not_offered=NOT_OFFERED)
             self.offers_render = out is not None
             if out is not None:
                 features = out.get("features") or {}
@@ -300,7 +301,7 @@ class RemoteEngine:
         missing = [seg for seg in wanted if seg not in self._decoded]
 
         async def decode(seg: tuple[int, ...]) -> None:
-            out = await self._call("POST", "/detokenize", {"model": self.served_model_name, "tokens": list(seg)})
+            out = await self.call("POST", "/detokenize", {"model": self.served_model_name, "tokens": list(seg)})
             self._decoded[seg] = out["prompt"]
 
         for start in range(0, len(missing), 16):  # a few at a time

@@ -14,14 +14,16 @@ import gradio as gr
 
 from ..conversation import Conversation, Exchange, chat_messages
 from ..errors import InputError, VlmDemoError
+from ..inspector.audit import UNCHECKED, Verdict
 from ..service import ChatRequest, ChatService, Turn, detect_request
+from ..service.audit import Auditor
 from ..settings import STATUS_EVERY_S
 from .chat_request import chat_request, read_message
 from .contract import RENDER_OUTPUTS, has_grounding
 from .controls import Controls, user_error
 from .layout import Page
 from .stream import STOP_OFF, Answers
-from .views import panels, rendered_view, state_text
+from .views import audit_html, panels, rendered_view, state_text
 
 
 class Handlers:
@@ -35,6 +37,8 @@ class Handlers:
         self.settings = service.settings
         self.page = page
         self.answers = Answers(service, page)
+        self._auditors: dict[str, Auditor] = {}
+        """Each endpoint model's audits (its reference renderer, built at the first)."""
 
     def request(self, model: str, turns: Sequence[Turn], system: str, sampling: Sequence[Any],
                 controls: Mapping[str, Any], control_set: Controls | None = None) -> ChatRequest:
@@ -53,9 +57,24 @@ class Handlers:
             return self.page.values(prompt="", runs="", table=[], gallery=[], budget="", export_json="",
                                     export_curl="", export_py="")
         if render.view is None:  # drawn once, in a worker thread
-            render.view = await asyncio.to_thread(rendered_view, self.service, render.request, render.inspection)
+            view = await asyncio.to_thread(rendered_view, self.service, render.request, render.inspection)
+            if self.registry.get(render.request.model).remote:  # the server's render held to the reference's
+                view["prompt"] = audit_html(await self.audit(render.request)) + view["prompt"]
+            render.view = view
         return self.page.values(**{name: render.view[name] for name in RENDER_OUTPUTS} | {
             "gallery": opened(render.view["gallery"])})
+
+    async def audit(self, request: ChatRequest) -> Verdict:
+        """An endpoint model's answer's request audited (``service.audit``) as the page sent it; a failure to
+        check is the verdict's (the answer stands)."""
+        name = request.model
+        try:
+            auditor = self._auditors.get(name) or Auditor.of(self.registry, name, self.service.engines,
+                                                             self.settings)
+            self._auditors[name] = auditor
+            return await auditor.audit(request, with_defaults=True)
+        except VlmDemoError as exc:
+            return Verdict(UNCHECKED, "", causes=(str(exc),))
 
     async def submit(self, request: gr.Request, *, message, conversation, model, system, temperature, top_p,
                      max_tokens, seed, urls, detect, **controls):

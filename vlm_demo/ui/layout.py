@@ -31,6 +31,9 @@ mark.ph, mark.ph * { background: #ffd54f; color: #000; } mark.sp, mark.sp * { ba
   #chat-panel { order: -1; }
 }
 .budget { display: flex; height: 18px; border-radius: 4px; overflow: hidden; background: #e8f5e9; }
+.audit { border-left: 4px solid #9e9e9e; padding: 2px 8px; margin: 0 0 6px; }  /* an endpoint model's render audit */
+.audit-equal { border-left-color: #2e7d32; } .audit-differs { border-left-color: #c62828; }
+.audit pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; margin: 4px 0; }
 .budget .image { background: #ff7043; } .budget .video { background: #ab47bc; } .budget .txt { background: #42a5f5; }
 """ + PROMPT_CSS
 GALLERY_HEIGHT = "clamp(270px, 60vw, 410px)"

@@ -22,6 +22,7 @@ from ..families.grounding import Grounding
 from ..grounding import draw as draw_boxes
 from ..grounding import place
 from ..grounding import rows as box_rows
+from ..inspector.audit import Verdict
 from ..inspector import Expansion, Inspection, contact_sheet, draw_overlay, prompt_html, run_length_text
 from ..intake import ImageEmbeds, Recent, image_digest
 from ..service import ChatRequest, ChatService, Done, Waiting
@@ -166,6 +167,15 @@ def rendered_view(service: ChatService, request: ChatRequest, inspection: Inspec
             "export_curl": serve_command(spec, service.engines.model_path(spec) if spec.tiny else None)
             + "\n\n" + curl_command(spec),
             "export_py": python_snippet(body, spec)}
+
+
+def audit_html(verdict: Verdict) -> str:
+    """An endpoint model's render audit, above its rendered prompt: a badge (equal, differs, could not check) that
+    opens to the details (``Verdict.text``: causes, each picture's counts, the text on both sides)."""
+    how = f" · {verdict.how}" if verdict.how else ""
+    return (f'<details class="audit audit-{verdict.status.replace(" ", "-")}" id="audit"><summary>server render '
+            f'audit: <b>{html.escape(verdict.status)}</b>{html.escape(how)}</summary><pre>{html.escape(verdict.text())}'
+            '</pre></details>')
 
 
 def settings_text(inspection: Inspection) -> str:
