@@ -35,6 +35,8 @@ STEPS = ("upload", "queue", "read the message", "render", "panels", "first text 
 
 _uploaded: dict[int, float] = {}
 """When each client's last upload ended (wall clock), by ``id(client)``."""
+_slowest: dict[int, float] = {}
+"""Per client: its slowest call that is not a stream (/clear, the upload), in seconds."""
 _upload_file = Endpoint._upload_file
 
 
@@ -46,6 +48,10 @@ def _timed_upload(self: Endpoint, *args: Any, **kwargs: Any) -> dict[str, Any]:
 
 Endpoint._upload_file = _timed_upload  # gradio_client uploads the picture inside submit (a browser: on attach)
 
+CLIENT_TIMEOUT_S = 120.0
+"""gradio_client's own limit on its calls that are not a stream (joining the queue, uploading, /clear): httpx's
+default of 5 s ended a loaded run on a machine busy with other work (``ReadTimeout``) while the app answered; the
+slowest such call is reported (``slowest_call_s``) so a real stall of the app shows as a figure, not a timeout."""
 POLL_S = 0.002
 """How often the users look for a new streamed message. gradio_client looks every 50 ms (``time.sleep(0.05)``
 in ``gradio_client.utils.get_pred_from_sse_v1plus``), which adds 0-50 ms to every update it reads, the first
@@ -80,7 +86,9 @@ def ask(client: Client, args: list) -> tuple[float, int, float, float, dict[str,
     """One question in a new conversation: time to the first answer text on the page, tokens generated,
     the server's own figures (the ``stats_data`` output: time to first token, tokens/s) and the steps to
     the first answer text (:func:`steps`)."""
+    t_clear = time.perf_counter()
     client.predict(api_name="/clear")  # a new conversation in the same session, as the page's Clear button
+    _slowest[id(client)] = max(_slowest.get(id(client), 0.0), time.perf_counter() - t_clear)
     t0, submitted = time.perf_counter(), time.time()
     ttft, seen = 0.0, 0.0
     job = client.submit(*args, api_name="/chat")
@@ -93,6 +101,7 @@ def ask(client: Client, args: list) -> tuple[float, int, float, float, dict[str,
         raise RuntimeError(f"the answer did not finish: {stats!r}")
     marks = stats.get("marks") or {}
     uploaded = _uploaded.get(id(client), submitted)
+    _slowest[id(client)] = max(_slowest[id(client)], uploaded - submitted)
     split = steps(submitted, uploaded, marks, seen) if seen and "first_text" in marks and uploaded >= submitted else {}
     return ttft or time.perf_counter() - t0, stats["tokens"], stats["ttft_s"], stats["tokens_per_s"], split
 
@@ -101,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     args = users_parser(__doc__).parse_args(argv)
     inputs = chat_args(args.model, args.picture, args.max_tokens)
     # The users read the streamed text; they do not download the pictures of each update.
-    clients = [Client(args.url, verbose=False, download_files=False) for _ in range(args.users)]
+    clients = [Client(args.url, verbose=False, download_files=False, httpx_kwargs={"timeout": CLIENT_TIMEOUT_S})
+               for _ in range(args.users)]
     runs: list[tuple[float, int, float, float, dict[str, float]]] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -131,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     json.dump({"users": args.users, "wall_s": wall, "ttft_s": [r[0] for r in runs], "cpu_s": cpu_s,
                "tokens": sum(r[1] for r in runs), "requests": len(runs), "errors": errors,
                "server_ttft_s": [r[2] for r in runs], "server_tokens_per_s": [r[3] for r in runs],
-               "steps": [r[4] for r in runs if r[4]]}, sys.stdout)
+               "steps": [r[4] for r in runs if r[4]], "slowest_call_s": max(_slowest.values(), default=0.0)},
+              sys.stdout)
     print()
     for c in clients:
         c.close()

@@ -204,12 +204,14 @@ def markdown(data: dict) -> str:
     if data.get("gradio_cpu_per_request_s"):
         lines += ["## Where the CPU goes (Gradio API loads, CPU seconds per answer)", "",
                   "| model | users | kind of users | UI update interval (s) "
-                  "| app process (Gradio, service, vLLM front end) | engine processes | users |",
-                  "|---|---:|---|---:|---:|---:|---:|"]
+                  "| app process (Gradio, service, vLLM front end) | engine processes | users "
+                  "| slowest call that is not a stream (s) |",
+                  "|---|---:|---|---:|---:|---:|---:|---:|"]
         for row in data["gradio_cpu_per_request_s"]:
             kind = {"browser": "page protocol"}.get(row.get("users_kind", "gradio"), "gradio_client")
             lines.append(f"| {row['model']} | {row['streams']} | {kind} | {row.get('interval_s')} | "
-                         f"{row['app']:.3f} | {row['engine']:.3f} | {row['users']:.3f} |")
+                         f"{row['app']:.3f} | {row['engine']:.3f} | {row['users']:.3f} | "
+                         f"{row.get('slowest_call_s', '')} |")
         lines.append("")
     lines += ["![tokens/s and time to first token by path](benchmark.png)", ""]
     if FINDINGS.exists():

@@ -247,7 +247,8 @@ CPU_LOG: list[dict] = []
 
 def gradio_result(model: str, load: Load, data: dict, path: str = "gradio") -> Result:
     CPU_LOG.append({"model": model, "users_kind": path, "streams": load.streams, "interval_s": data.get("interval_s"),
-                    **{k: round(v, 4) for k, v in data["cpu_per_request_s"].items()}})
+                    **{k: round(v, 4) for k, v in data["cpu_per_request_s"].items()},
+                    "slowest_call_s": round(data.get("slowest_call_s", 0.0), 3)})
     return Result(path, model, load.streams, data["requests"], data["tokens"], data["wall_s"], data["ttft_s"])
 
 

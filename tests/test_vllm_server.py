@@ -124,6 +124,10 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
         assert at_default["tokens"].count(image_id) != sum(counts)
 
 
+AUDITORS: dict[str, Any] = {}
+"""Each server's auditor (``service.audit.Auditor``)."""
+
+
 @pytest.mark.parametrize("kind", ["default", "variant"])
 async def test_the_audit_finds_the_plain_server_equal(server: Server, kind: str, registry, engines, settings):
     """``audit`` (issue 25): the server's render of the app's request (its render endpoint) equals vLLM's
@@ -141,8 +145,9 @@ async def test_the_audit_finds_the_plain_server_equal(server: Server, kind: str,
     images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
     request = ChatRequest(model=remote.name, turns=(Turn("user", case.text, {"image": images}),),
                           mm_kwargs=case.mm_kwargs)
-    verdict = await Auditor.of(registry.with_model(remote), remote.name, engines, settings).audit(
-        request, with_defaults=True)
+    auditor = AUDITORS.get(server.url) or Auditor.of(registry.with_model(remote), remote.name, engines, settings)
+    AUDITORS[server.url] = auditor  # (its reference renderer built once per server)
+    verdict = await auditor.audit(request, with_defaults=True)
     assert verdict.status == EQUAL and verdict.how == RENDER, verdict.text()
     assert [i.reference for i in verdict.items] == [i.server for i in verdict.items] and all(verdict.items)
 

@@ -119,7 +119,7 @@ async def _with_service(registry: Registry, settings: Settings, run):
 
 def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     """Render one request with the engine and print the inspection."""
-    from .inspector import run_length_text, to_json
+    from .inspector import report_text, to_json
 
     registry, request = _request(args, settings)
     out = _stdout_to_stderr() if args.json else sys.stdout
@@ -131,23 +131,7 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
         out.write(json.dumps({**to_json(inspection), "controls": controls_json(found)}) + "\n")
         out.flush()
         return 0
-    b = inspection.budget
-    print(f"model: {inspection.model}   family: {inspection.family}   content format: {inspection.content_format}")
-    print(f"--- rendered prompt ---\n{inspection.prompt}\n--- expanded tokens ---")
-    print(run_length_text(inspection))
-    media = "".join(f"{n} {m} + " for m, n in b.media_tokens.items())
-    print(f"--- budget: {b.total} tokens = {media}{b.text_tokens} text, of max_model_len {b.max_model_len}")
-    if inspection.geometry_note:
-        print(f"--- {inspection.geometry_note}: counts, ids and ranges are vLLM's")
-    for e in inspection.expansions():
-        grid = f" grid {e.grid[0]}x{e.grid[1]}" if e.grid else ""
-        thumb = " + thumbnail" if e.thumbnail else ""
-        print(f"{e.modality} {e.index}: {e.count} x {e.placeholder!r} token {e.token_id} at "
-              f"[{e.offset}, {e.offset + e.length}) size {e.orig_size} -> {e.processed_size}{grid}{thumb}")
-        if e.modality == "video":
-            times = ", ".join(f"{t:.2f}" for t in e.timestamps_s or ())
-            print(f"  {e.num_frames} frames sampled (at {times} s); groups of tokens: {list(e.groups or ())}"
-                  + (f", {e.frames_per_group} frames each" if e.frames_per_group else ""))
+    print(report_text(inspection))
     return 0
 
 
@@ -313,6 +297,14 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-model-len", type=int, help="for a local model directory")
 
 
+def _amend(parser: argparse.ArgumentParser, dest: str, **fields: object) -> None:
+    """Change a shared request argument for one command (``required``, ``default``, ``help``)."""
+    for action in parser._actions:
+        if action.dest == dest:
+            for name, value in fields.items():
+                setattr(action, name, value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m vlm_demo", description="Chat with vision-language models "
                                      "served by vLLM and see what the engine receives.")
@@ -333,22 +325,16 @@ def build_parser() -> argparse.ArgumentParser:
     ground = sub.add_parser("ground", help="boxes and points of an answer, in the image's pixels (--answer: "
                             "read a given answer; --text: ask the model in Detect mode)")
     _add_request_args(ground)
-    for action in ground._actions:
-        if action.dest == "text":
-            action.required, action.help = False, "what to find (Detect mode: the model answers in its box format)"
+    _amend(ground, "text", required=False, help="what to find (Detect mode: the model answers in its box format)")
     ground.add_argument("--answer", help="an answer to read (from this app or anywhere else); nothing is generated")
     ground.add_argument("--max-tokens", type=int, help="most tokens to generate (with --text)")
     ground.set_defaults(func=cmd_ground)
     audit = sub.add_parser("audit", help="does a server render what vLLM's reference renderer renders from the "
                            "model's own files? (exit 0 equal, 1 differs, 2 could not check)")
     _add_request_args(audit)
-    for action in audit._actions:
-        if action.dest == "text":
-            action.required, action.default = False, "What is in this picture?"
-        elif action.dest == "endpoint":
-            action.required = True
-        elif action.dest == "image":
-            action.help = f"image file or URL (default: {DEFAULT_PICTURE.name})"
+    _amend(audit, "text", required=False, default="What is in this picture?")
+    _amend(audit, "endpoint", required=True)
+    _amend(audit, "image", help=f"image file or URL (default: {DEFAULT_PICTURE.name})")
     audit.add_argument("--reference", help="the model's files: a directory or a Hub id (config, tokenizer, "
                        "processor and template files only; default: the checkpoint the server names)")
     audit.add_argument("--sweep", action="store_true", help="each control at its smallest, default and largest "

@@ -6,10 +6,10 @@ run-length text; ``prompt``: the highlighted prompt as HTML; ``pictures``: each 
 "video"). Nothing here renders templates or expands placeholders: every number comes from what vLLM produced.
 """
 
-from .core import Budget, Expansion, Inspection, feature_runs, inspect, run_length_text, to_json
+from .core import Budget, Expansion, Inspection, feature_runs, inspect, report_text, run_length_text, to_json
 from .pictures import GROUP_COLOURS, contact_sheet, draw_overlay
 from .prompt import PROMPT_CSS, UNIFORM_TILE_FAMILIES, prompt_html, tile_counts
 
 __all__ = ["GROUP_COLOURS", "PROMPT_CSS", "UNIFORM_TILE_FAMILIES", "Budget", "Expansion", "Inspection",
-           "contact_sheet", "draw_overlay", "feature_runs", "inspect", "prompt_html", "run_length_text",
+           "contact_sheet", "draw_overlay", "feature_runs", "inspect", "prompt_html", "report_text", "run_length_text",
            "tile_counts", "to_json"]

@@ -68,7 +68,7 @@ class Verdict:
     def text(self) -> str:
         """The verdict for a terminal: one line, then the details."""
         lines = [f"{self.status} ({self.how}): {self.reference_tokens:,} prompt tokens by the reference, "
-                 + (f"{self.server_tokens:,} by the server" if self.server_tokens is not None else "none by the server")]
+                 + ("none by the server" if self.server_tokens is None else f"{self.server_tokens:,} by the server")]
         lines += [f"  cause: {cause}" for cause in self.causes]
         lines += [f"  {i.modality} {i.index + 1}: {i.reference} tokens by the reference, "
                   f"{'?' if i.server is None else i.server} by the server" for i in self.items]
@@ -109,8 +109,9 @@ def _causes(reference: RenderedPrompt, server: ServerPrompt, items: Sequence[Ite
     for modality in reference.ranges:
         mine = [i for i in items if i.modality == modality]
         if mine and all(i.server == 0 for i in mine):
-            causes.append(f"placeholders missing from the prompt: the server's prompt holds no "
-                          f"{reference.placeholders.get(modality) or modality} tokens for its {len(mine)} {modality}(s)")
+            placeholder = reference.placeholders.get(modality) or modality
+            causes.append(f"placeholders missing from the prompt: the server's prompt holds no {placeholder} tokens "
+                          f"for its {len(mine)} {modality}(s)")
             continue
         unknown = [i for i in mine if i.server is None]
         if unknown and _total(server.ids or (), reference, modality) != sum(i.reference for i in mine):

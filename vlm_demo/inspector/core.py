@@ -232,5 +232,30 @@ def run_length_text(inspection: Inspection) -> str:
     return re.sub(r" {2,}", " ", "".join(pieces)).strip()
 
 
+def report_text(inspection: Inspection) -> str:
+    """The inspection for a terminal (``python -m vlm_demo inspect``): the model, the rendered prompt, the
+    expanded tokens as runs, the budget and each item's expansion."""
+    lines = []
+    b = inspection.budget
+    lines.append(f"model: {inspection.model}   family: {inspection.family}   content format: "
+                 f"{inspection.content_format}")
+    lines.append(f"--- rendered prompt ---\n{inspection.prompt}\n--- expanded tokens ---")
+    lines.append(run_length_text(inspection))
+    media = "".join(f"{n} {m} + " for m, n in b.media_tokens.items())
+    lines.append(f"--- budget: {b.total} tokens = {media}{b.text_tokens} text, of max_model_len {b.max_model_len}")
+    if inspection.geometry_note:
+        lines.append(f"--- {inspection.geometry_note}: counts, ids and ranges are vLLM's")
+    for e in inspection.expansions():
+        grid = f" grid {e.grid[0]}x{e.grid[1]}" if e.grid else ""
+        thumb = " + thumbnail" if e.thumbnail else ""
+        lines.append(f"{e.modality} {e.index}: {e.count} x {e.placeholder!r} token {e.token_id} at "
+                     f"[{e.offset}, {e.offset + e.length}) size {e.orig_size} -> {e.processed_size}{grid}{thumb}")
+        if e.modality == "video":
+            times = ", ".join(f"{t:.2f}" for t in e.timestamps_s or ())
+            lines.append(f"  {e.num_frames} frames sampled (at {times} s); groups of tokens: {list(e.groups or ())}"
+                         + (f", {e.frames_per_group} frames each" if e.frames_per_group else ""))
+    return "\n".join(lines)
+
+
 def _is_token(text: str) -> bool:
     return text.startswith("<") and text.endswith(">") and " " not in text

@@ -93,8 +93,8 @@ class Auditor:
                 continue
             values = (False, True) if control.kind == "bool" else dict.fromkeys(
                 v for v in (control.min, control.default, control.max) if v is not None)
-            cases += [(f"{control.kwarg}={v}", ChatRequest(model=self.spec.name, turns=one, mm_kwargs={control.kwarg: v}))
-                      for v in values]
+            cases += [(f"{control.kwarg}={v}",
+                       ChatRequest(model=self.spec.name, turns=one, mm_kwargs={control.kwarg: v})) for v in values]
         return [(label, await self.audit(request)) for label, request in cases]
 
     async def _reference(self, root: str | None, max_model_len: int | None) -> Renderer:
