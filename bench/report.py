@@ -65,38 +65,55 @@ def turn2_ratio(talk: dict) -> float:
     return statistics.median(later_turns(talk, "service")) / raw if raw else 0.0
 
 
+def cpu_per_token_vs_serve(data: dict, model: str, streams: int = 8) -> float:
+    """The app process's CPU seconds per streamed token (page-protocol users) over the ``vllm serve`` API server
+    process's (the same load), at ``streams`` streams."""
+    app = next((r["app_per_token"] for r in data.get("gradio_cpu_per_request_s") or ()
+                if r["model"] == model and r["streams"] == streams and r.get("users_kind") == "browser"
+                and r.get("app_per_token")), 0.0)
+    serve = next((r["api_server_per_token"] for r in data.get("serve_cpu") or ()
+                  if r["model"] == model and r["streams"] == streams), 0.0)
+    return app / serve if serve else 0.0
+
+
 def headline(data: dict) -> dict:
-    """The RESULT line's figures: ratios at 8 streams (mean over the models), the app's extra time to first
-    token at 1 user, turns 2-3 against the raw engine, inspector overhead of time to first token (mean over
-    the models), resident memory after the switches over one engine's."""
+    """The RESULT line's figures, the app measured as a browser uses it (users that speak the page's own
+    protocol): ratios at 8 streams (mean over the models), the app's extra time to first token at 1 user, its
+    CPU per streamed token against vllm serve's API server, turns 2-3 against the raw engine, inspector overhead
+    of time to first token (mean over the models), resident memory after the switches over one engine's. The
+    ``gradio_client`` users' figures are kept beside them (their own polling costs CPU on the same cores)."""
     models = _models(data)
     per_model = [ratios(data, m) for m in models]
     sw = data["switching"]
     return {
-        "app_vs_raw": statistics.mean(r["app_vs_raw"] for r in per_model),
-        "app_vs_serve": statistics.mean(r["app_vs_serve"] for r in per_model),
-        "ttft_app_minus_raw_ms": statistics.mean(ttft_minus_raw_ms(data, m) for m in models),
+        "app_vs_raw": statistics.mean(r["page_vs_raw"] for r in per_model),
+        "app_vs_serve": statistics.mean(r["page_vs_serve"] for r in per_model),
+        "ttft_app_minus_raw_ms": statistics.mean(ttft_minus_raw_ms(data, m, "browser") for m in models),
+        "app_cpu_per_token_vs_serve": statistics.mean(cpu_per_token_vs_serve(data, m) for m in models),
         "turn2_ttft_vs_raw": statistics.mean(turn2_ratio(t) for t in data.get("conversations") or [])
         if data.get("conversations") else 0.0,
-        "app_vs_transformers": statistics.mean(r["app_vs_transformers"] for r in per_model),
-        # the same through users that speak the page's protocol as a browser does (not in the RESULT line)
-        "page_vs_serve": statistics.mean(r["page_vs_serve"] for r in per_model),
-        "page_vs_raw": statistics.mean(r["page_vs_raw"] for r in per_model),
-        "page_ttft_minus_raw_ms": statistics.mean(ttft_minus_raw_ms(data, m, "browser") for m in models),
+        "app_vs_transformers": statistics.mean(r["page_vs_raw"] * r["raw_vs_transformers"] for r in per_model),
+        # the same through gradio_client users (not in the RESULT line)
+        "gradio_client_vs_serve": statistics.mean(r["app_vs_serve"] for r in per_model),
+        "gradio_client_vs_raw": statistics.mean(r["app_vs_raw"] for r in per_model),
+        "gradio_client_ttft_minus_raw_ms": statistics.mean(ttft_minus_raw_ms(data, m) for m in models),
         "inspector_overhead_pct": statistics.mean(inspector_pct(i) for i in data["inspector"]),
         "switch_rss_ratio": sw["rss_after_bytes"] / sw["rss_one_engine_bytes"],
     }
 
 
-TARGETS = {"app_vs_raw": (">=", 0.9), "app_vs_serve": (">=", 1.0), "ttft_app_minus_raw_ms": ("<=", 60.0),
-           "turn2_ttft_vs_raw": ("<=", 1.2), "inspector_overhead_pct": ("<=", 5.0), "switch_rss_ratio": ("<=", 1.1)}
+TARGETS = {"app_vs_raw": (">=", 0.9), "app_vs_serve": (">=", 1.0), "ttft_app_minus_raw_ms": ("<=", 20.0),
+           "app_cpu_per_token_vs_serve": ("<=", 1.0), "turn2_ttft_vs_raw": ("<=", 1.1),
+           "inspector_overhead_pct": ("<=", 5.0), "switch_rss_ratio": ("<=", 1.1)}
 """The issue's targets for the RESULT line's figures."""
 
 
 def result_line(h: dict) -> str:
     return (f"RESULT app_vs_raw={h['app_vs_raw']:.2f} app_vs_serve={h['app_vs_serve']:.2f} "
-            f"ttft_app_minus_raw_ms={h['ttft_app_minus_raw_ms']:.0f} turn2_ttft_vs_raw={h['turn2_ttft_vs_raw']:.2f} "
-            f"inspector_overhead_pct={h['inspector_overhead_pct']:.1f} switch_rss_ratio={h['switch_rss_ratio']:.2f}")
+            f"ttft_app_minus_raw_ms={h['ttft_app_minus_raw_ms']:.0f} "
+            f"app_cpu_per_token_vs_serve={h['app_cpu_per_token_vs_serve']:.2f} "
+            f"turn2_ttft_vs_raw={h['turn2_ttft_vs_raw']:.2f} inspector_overhead_pct={h['inspector_overhead_pct']:.1f} "
+            f"switch_rss_ratio={h['switch_rss_ratio']:.2f}")
 
 
 def met(h: dict) -> list[str]:
@@ -134,10 +151,11 @@ def markdown(data: dict) -> str:
         "Targets: " + "; ".join(met(h)) + f". (app / transformers: {h['app_vs_transformers']:.1f}, reported, "
         "not a target: the app can at best reach the raw engine's ratio.)",
         "",
-        "The RESULT line's app figures are through `gradio_client` users, as the issue defines them. Through "
-        "users that speak the page's own protocol as a browser does (below): app / vllm serve "
-        f"{h.get('page_vs_serve', 0.0):.2f}, app / raw {h.get('page_vs_raw', 0.0):.2f}, first token "
-        f"{h.get('page_ttft_minus_raw_ms', 0.0):.0f} ms over the raw engine at 1 user.",
+        "The RESULT line's app figures are through users that speak the page's own protocol as a browser does "
+        "(below), against vllm serve's httpx clients: each side's users are as cheap as its protocol allows. "
+        "Through `gradio_client` users, whose own polling costs CPU on the same two cores: app / vllm serve "
+        f"{h.get('gradio_client_vs_serve', 0.0):.2f}, app / raw {h.get('gradio_client_vs_raw', 0.0):.2f}, "
+        f"first token {h.get('gradio_client_ttft_minus_raw_ms', 0.0):.0f} ms over the raw engine at 1 user.",
         "",
         "## Ratios at 8 streams (tokens/s)",
         "",
@@ -155,7 +173,7 @@ def markdown(data: dict) -> str:
               "arguments the app gives its engine, driven by streaming chat-completion clients (httpx, one process, "
               "like the app's `gradio_client` users), same picture (as a PNG data URL), question, sampling and "
               "`allowed_token_ids` (the app's tiny models sample printable tokens only). App (Gradio API): "
-              "`gradio_client` users (the RESULT line's `app_vs_serve`); app (page protocol): users that speak "
+              "`gradio_client` users; app (page protocol, the RESULT line's `app_vs_serve`): users that speak "
               "the page's own protocol as a browser does, each picture uploaded before its question (on attach), "
               "the question a join of Gradio's queue, its server-sent events read as they arrive (httpx, one "
               "process), where `gradio_client` uploads inside `submit` and looks for new messages in three "

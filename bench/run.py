@@ -13,7 +13,8 @@ engine; (e) model switching: time and resident memory; (f) the peer:
 raw against the app. Writes ``benchmark.md``, ``benchmark.json`` and ``benchmark.png`` into ``--out``
 (``docs/`` for a full run) and ends with one line:
 
-    RESULT app_vs_raw=R1 app_vs_serve=R2 ttft_app_minus_raw_ms=T turn2_ttft_vs_raw=R3 inspector_overhead_pct=P switch_rss_ratio=R4
+    RESULT app_vs_raw=R1 app_vs_serve=R2 ttft_app_minus_raw_ms=T app_cpu_per_token_vs_serve=C turn2_ttft_vs_raw=R3
+           inspector_overhead_pct=P switch_rss_ratio=R4
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ class AppServer:
         after = self.cpu_s()
         data["interval_s"] = self.interval
         data["kind"] = kind
+        data["app_cpu_per_token_s"] = (after["app"] - before["app"]) / max(data["tokens"], 1)
         data["cpu_per_request_s"] = {"app": (after["app"] - before["app"]) / data["requests"],
                                      "engine": (after["engine"] - before["engine"]) / data["requests"],
                                      "users": data["cpu_s"] / data["requests"]}
@@ -227,12 +229,18 @@ class ServeServer:
                 "--picture", str(picture)]
         if self.allowed.exists():
             argv += ["--allowed-token-ids", str(self.allowed)]
+        import psutil
+
+        api_server = psutil.Process(self.server.proc.pid)  # (its engine core is a child process)
+        before = sum(api_server.cpu_times()[:2])
         out = subprocess.run(argv, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=900)
+        cpu = sum(api_server.cpu_times()[:2]) - before
         if out.returncode:
             raise RuntimeError(f"vllm serve users failed: {out.stderr[-2000:]}")
         data = json.loads(out.stdout.strip().splitlines()[-1])
         if data["errors"]:
             raise RuntimeError(f"vllm serve users saw errors: {data['errors'][:3]}")
+        data["api_server_cpu_per_token_s"] = cpu / max(data["tokens"], 1)
         return data
 
     def close(self) -> None:
@@ -241,6 +249,8 @@ class ServeServer:
         stop(self.server.proc)
 
 
+SERVE_CPU: list[dict] = []
+"""CPU seconds per streamed token of vllm serve's API server process, for each of its loads."""
 CPU_LOG: list[dict] = []
 """CPU seconds per request of the app process, its engine and the users, for each Gradio load."""
 
@@ -248,7 +258,8 @@ CPU_LOG: list[dict] = []
 def gradio_result(model: str, load: Load, data: dict, path: str = "gradio") -> Result:
     CPU_LOG.append({"model": model, "users_kind": path, "streams": load.streams, "interval_s": data.get("interval_s"),
                     **{k: round(v, 4) for k, v in data["cpu_per_request_s"].items()},
-                    "slowest_call_s": round(data.get("slowest_call_s", 0.0), 3)})
+                    "slowest_call_s": round(data.get("slowest_call_s", 0.0), 3),
+                    "app_per_token": round(data["app_cpu_per_token_s"], 7)})
     return Result(path, model, load.streams, data["requests"], data["tokens"], data["wall_s"], data["ttft_s"])
 
 
@@ -410,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
                 for load in run_plan.loads:
                     d = peer.users(model, load, picture)
                     r = Result("serve", model, load.streams, d["requests"], d["tokens"], d["wall_s"], d["ttft_s"])
+                    SERVE_CPU.append({"model": model, "streams": load.streams,
+                                      "api_server_per_token": round(d["api_server_cpu_per_token_s"], 7)})
                     log(f"  {model} vllm serve {load.streams} users: {r.tokens_per_s:7.0f} tokens/s, "
                         f"TTFT p50 {pct(r.ttft_s, 50) * 1000:.0f} ms")
                     results.append(r)
@@ -429,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     data = {**info, "results": [r.summary() for r in results], "ttft_samples": {
         f"{r.path}/{r.model}/{r.streams}": r.ttft_s for r in results},
         "inspector": inspector, "conversations": talks, "intervals": interval_runs, "switching": switches, "transformers": hf_raw,
-        "gradio_cpu_per_request_s": CPU_LOG, "first_token_steps": steps, "inspect_cli_s": cli}
+        "gradio_cpu_per_request_s": CPU_LOG, "serve_cpu": SERVE_CPU, "first_token_steps": steps,
+        "inspect_cli_s": cli}
     from bench.report import headline, result_line, write_report
 
     data["headline"] = headline(data)

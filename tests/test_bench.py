@@ -16,7 +16,8 @@ def test_quick_benchmark_runs_and_writes_its_table(tmp_path, report):
     assert out.returncode == 0, out.stderr[-3000:]
     line = out.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"RESULT app_vs_raw=[\d.]+ app_vs_serve=[\d.]+ ttft_app_minus_raw_ms=-?\d+ "
-                        r"turn2_ttft_vs_raw=[\d.]+ inspector_overhead_pct=-?[\d.]+ switch_rss_ratio=[\d.]+", line), line
+                        r"app_cpu_per_token_vs_serve=[\d.]+ turn2_ttft_vs_raw=[\d.]+ inspector_overhead_pct=-?[\d.]+ "
+                        r"switch_rss_ratio=[\d.]+", line), line
     report(f"bench --quick: {line}")
     table = (tmp_path / "benchmark.md").read_text()
     assert "## Ratios at 8 streams" in table and "| tiny-qwen2.5-vl |" in table
@@ -24,6 +25,7 @@ def test_quick_benchmark_runs_and_writes_its_table(tmp_path, report):
                  "transformers generate"):
         assert f"| {path} | 8 |" in table, path
     data = json.loads((tmp_path / "benchmark.json").read_text())
+    assert data["headline"]["app_cpu_per_token_vs_serve"] > 0  # measured: the app's and vllm serve's CPU per token
     assert {r["path"] for r in data["results"]} == {"raw", "service", "gradio", "browser", "serve", "transformers"}
     assert all(r["tokens"] == r["requests"] * 256 for r in data["results"]), "every answer has max_tokens tokens"
     # where the first-token time goes, turns 2-3 with their cached tokens, inspect without an engine
