@@ -61,7 +61,9 @@ def wire(page: Page, on: Handlers) -> None:
     # message box from sending the next question, to the model now chosen, until that engine had started)
     switched = page.model.change(on.switch, page.model, on.switch_outputs(), api_name=False, queue=False,
                                  show_progress="hidden")
-    switched.then(on.load_model, page.model, page.engine_state, api_name="load_model", show_progress="hidden")
+    # (then the status of the model the picker shows now: a start that ended after another switch said its own)
+    switched.then(on.load_model, page.model, page.engine_state, api_name="load_model", show_progress="hidden").then(
+        on.state_text, page.model, page.engine_state, api_name=False, queue=False, show_progress="hidden")
     switched.then(on.follow, None, inspect_outputs, api_name=False, **inspecting)
     page.timer.tick(on.tick, page.model, [page.engine_state, page.timer], api_name=False, queue=False,
                     show_progress="hidden")
