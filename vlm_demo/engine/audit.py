@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import RemoteError
 from ..registry import Sampling
 from .openai_request import prompt_body, request_body
-from .remote import NOT_OFFERED, RemoteEngine
+from .remote import NOT_OFFERED, RemoteEngine, rendered_ids
 from .remote_prompt import content_format
 from .types import ItemRange
 
@@ -59,11 +59,7 @@ async def server_prompt(remote: RemoteEngine, messages: Sequence[Mapping[str, An
                         prefer_render: bool = True) -> ServerPrompt:
     """The server's prompt for ``messages`` with ``mm_kwargs``: by its render endpoint, else returned ids, else
     usage counts. ``RemoteError`` only when the server cannot be reached or is not an OpenAI server."""
-    models = await remote.models()
-    entry = next((m for m in models if m.get("id") == remote.served_model_name), None)
-    if entry is None:
-        names = ", ".join(str(m.get("id")) for m in models) or "nothing"
-        raise RemoteError(f"{remote.url} does not serve {remote.served_model_name!r} (it serves {names})")
+    entry = await remote.model_entry()
     facts: dict[str, Any] = {
         "root": entry.get("root") if isinstance(entry.get("root"), str) else None,
         "max_model_len": int(entry["max_model_len"]) if entry.get("max_model_len") else None}
@@ -80,11 +76,8 @@ async def server_prompt(remote: RemoteEngine, messages: Sequence[Mapping[str, An
         except RemoteError as exc:
             return ServerPrompt(RENDER, error=_refusal(exc), **facts)
         if out is not None:
-            placed = (out.get("features") or {}).get("mm_placeholders") or {}
-            ids = tuple(int(i) for i in out["token_ids"])
-            return ServerPrompt(RENDER, ids=ids, prompt_tokens=len(ids), ranges={
-                modality: tuple(ItemRange(int(p["offset"]), int(p["length"])) for p in items)
-                for modality, items in placed.items() if items}, **facts)
+            ids, ranges = rendered_ids(out)
+            return ServerPrompt(RENDER, ids=ids, prompt_tokens=len(ids), ranges=ranges, **facts)
     try:
         out = await remote.call("POST", "/v1/chat/completions",
                                 request_body(body, ONE_TOKEN, stream=False) | {"return_token_ids": True})

@@ -172,15 +172,20 @@ class RemoteEngine:
             raise RemoteError(f"{self.url}/v1/models: not an OpenAI model list (is this a vLLM server?)")
         return listing["data"]
 
-    async def connect(self) -> RemoteEngine:
-        """Check the server serves the model and learn its context window, tokenizer and image token."""
-        if self.connected:
-            return self
+    async def model_entry(self) -> dict[str, Any]:
+        """The served model's entry in ``/v1/models``; ``RemoteError`` when the server does not serve it."""
         models = await self.models()
         entry = next((m for m in models if m.get("id") == self.served_model_name), None)
         if entry is None:
             names = ", ".join(str(m.get("id")) for m in models) or "nothing"
             raise RemoteError(f"{self.url} does not serve {self.served_model_name!r} (it serves {names})")
+        return entry
+
+    async def connect(self) -> RemoteEngine:
+        """Check the server serves the model and learn its context window, tokenizer and image token."""
+        if self.connected:
+            return self
+        entry = await self.model_entry()
         self.max_model_len = int(entry.get("max_model_len") or 0)
         if self.max_model_len <= 0:
             raise RemoteError(f"{self.url}/v1/models gives no max_model_len for {self.served_model_name!r} "
@@ -270,10 +275,8 @@ class RemoteEngine:
             out = await self.call("POST", "/v1/chat/completions/render", body, not_offered=NOT_OFFERED)
             self.offers_render = out is not None
             if out is not None:
-                features = out.get("features") or {}
-                return list(out["token_ids"]), {
-                    modality: [ItemRange(int(p["offset"]), int(p["length"])) for p in placed]
-                    for modality, placed in (features.get("mm_placeholders") or {}).items() if placed}
+                ids, ranges = rendered_ids(out)
+                return list(ids), {modality: list(found) for modality, found in ranges.items()}
         if videos:
             raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and a video's ranges "
                               "cannot be read from /tokenize: start the server with --enable-scale-out")
@@ -353,6 +356,14 @@ class RemoteEngine:
             raise self._transport_error(exc, path) from None
         except ValueError as exc:
             raise RemoteError(f"{self.url}{path}: unreadable stream chunk ({exc})") from None
+
+
+def rendered_ids(out: Mapping[str, Any]) -> tuple[tuple[int, ...], dict[str, tuple[ItemRange, ...]]]:
+    """A render endpoint's answer (``/v1/chat/completions/render``): the expanded ids and each item's range."""
+    placed = (out.get("features") or {}).get("mm_placeholders") or {}
+    return tuple(int(i) for i in out["token_ids"]), {
+        modality: tuple(ItemRange(int(p["offset"]), int(p["length"])) for p in items)
+        for modality, items in placed.items() if items}
 
 
 def _is_missing_route(text: str) -> bool:
