@@ -26,7 +26,7 @@ from vlm_demo.service.audit import Auditor
 from vlm_demo.settings import Settings
 
 from .conftest import ARTIFACTS, ROOT, make_image
-from .vllm_server import SCALE_OUT_FLAGS, Server, beside_local_engine
+from .vllm_server import SCALE_OUT_FLAGS, Server, servers_beside_local_engine
 
 IMG, TEXT = 9, 5
 
@@ -142,23 +142,33 @@ def ask(picture, **mm_kwargs) -> ChatRequest:
                        mm_kwargs=mm_kwargs)
 
 
-async def serve(registry, engines, settings, tmp_path_factory, name: str, flags: tuple[str, ...], change=None):
-    extra = list(flags)
-    if change is not None:
-        path = tmp_path_factory.mktemp(name) / "template.jinja"
-        path.write_text(template(registry, engines, change))
-        extra += ["--chat-template", str(path)]
-    return beside_local_engine(registry.get(MODEL), engines, settings, ARTIFACTS / f"vllm-server-audit-{name}.log",
-                               extra)
+SERVERS = {
+    # name: (flags, a change to the model's chat template or None)
+    "misconfigured": ((*SCALE_OUT_FLAGS, "--mm-processor-kwargs", json.dumps({"max_pixels": SMALL})),
+                      without_default_system),  # other processor settings and another template, render endpoint on
+    "api-servers": (("--api-server-count", "2"), None),  # vLLM's scale-out front end on one node, no render endpoint
+    "no-placeholder": (SCALE_OUT_FLAGS, without_placeholder),
+}
 
 
 @pytest.fixture(scope="module")
-async def misconfigured(registry, engines, settings, tmp_path_factory):
-    """Other processor settings and another chat template, render endpoint on."""
-    async with await serve(registry, engines, settings, tmp_path_factory, "misconfigured",
-                           (*SCALE_OUT_FLAGS, "--mm-processor-kwargs", json.dumps({"max_pixels": SMALL})),
-                           without_default_system) as srv:
-        yield srv
+async def servers(registry, engines, settings, tmp_path_factory) -> dict[str, Server]:
+    """The module's three servers of the tiny Qwen2.5-VL, started at once (their start-ups overlap)."""
+    launches = []
+    for name, (flags, change) in SERVERS.items():
+        extra = list(flags)
+        if change is not None:
+            path = tmp_path_factory.mktemp(name) / "template.jinja"
+            path.write_text(template(registry, engines, change))
+            extra += ["--chat-template", str(path)]
+        launches.append((ARTIFACTS / f"vllm-server-audit-{name}.log", extra))
+    async with servers_beside_local_engine(registry.get(MODEL), engines, settings, launches) as started:
+        yield dict(zip(SERVERS, started))
+
+
+@pytest.fixture(scope="module")
+def misconfigured(servers) -> Server:
+    return servers["misconfigured"]
 
 
 async def test_other_processor_settings_and_template_are_named(misconfigured, registry, settings, picture):
@@ -179,11 +189,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-async def scaled_out(registry, engines, settings, tmp_path_factory):
-    """``--api-server-count 2`` (vLLM's scale-out front end on one node), no render endpoint."""
-    async with await serve(registry, engines, settings, tmp_path_factory, "api-servers",
-                           ("--api-server-count", "2")) as srv:
-        yield srv
+def scaled_out(servers) -> Server:
+    return servers["api-servers"]
 
 
 def test_two_api_servers_without_render_are_equal_by_returned_ids(scaled_out):
@@ -199,10 +206,8 @@ def test_two_api_servers_without_render_are_equal_by_returned_ids(scaled_out):
 
 
 @pytest.fixture(scope="module")
-async def no_placeholder(registry, engines, settings, tmp_path_factory):
-    async with await serve(registry, engines, settings, tmp_path_factory, "no-placeholder", SCALE_OUT_FLAGS,
-                           without_placeholder) as srv:
-        yield srv
+def no_placeholder(servers) -> Server:
+    return servers["no-placeholder"]
 
 
 def test_a_template_without_the_placeholder_is_named(no_placeholder):

@@ -51,12 +51,13 @@ def request_for(model: str, mm_kwargs: dict[str, int] | None = None, sampling: S
 
 
 @pytest.fixture(scope="module")
-async def server(registry: Registry, engines: EngineManager, settings: Settings):
+async def server(registry: Registry, engines: EngineManager, settings: Settings, kept_server):
     """vLLM's OpenAI server for the tiny Qwen2.5-VL model with the app's engine flags plus the remote
-    panels' flags; meanwhile the app's local engine of the same model starts (others stop first)."""
+    panels' flags; meanwhile the app's local engine of the same model starts (others stop first). Kept for
+    test_vllm_server.py, which asks for the same server."""
     spec = registry.get(MODEL)
     async with beside_local_engine(spec, engines, settings, ARTIFACTS / f"vllm-server-remote-{MODEL}.log",
-                                   SCALE_OUT_FLAGS) as srv:
+                                   SCALE_OUT_FLAGS, kept=kept_server) as srv:
         yield srv
 
 

@@ -65,14 +65,14 @@ CASES: dict[str, dict[str, Case]] = {
 # Parametrized here, not with pytest.param((model, case), indirect=...): pytest 9 sets a module-scoped
 # fixture up again for every such param set, even with an equal value.
 @pytest.fixture(scope="module", params=list(CASES))
-async def server(request, registry, engines: EngineManager, settings: Settings):
+async def server(request, registry, engines: EngineManager, settings: Settings, kept_server):
     """vLLM's OpenAI server for the model named by the parameter, with the app's engine of that model.
 
     The server starts at once; meanwhile the app's other engines stop, then its engine for this
     model starts (two engines alive at most, start-ups overlapping)."""
     spec = registry.get(request.param)
     async with beside_local_engine(spec, engines, settings, ARTIFACTS / f"vllm-server-{spec.name}.log",
-                                   SCALE_OUT_FLAGS) as srv:
+                                   SCALE_OUT_FLAGS, kept=kept_server) as srv:
         yield srv
 
 

@@ -129,29 +129,83 @@ async def wait_ready(server: Server) -> None:
             await asyncio.sleep(0.5)
 
 
+async def local_engine(spec: ModelSpec, engines: EngineManager) -> None:
+    """The app's engine of ``spec`` started, its other engines stopped first."""
+    for name in engines.loaded():
+        if name != spec.name:
+            await engines.shutdown(name)
+    await engines.get(spec)
+
+
 @contextlib.asynccontextmanager
 async def beside_local_engine(spec: ModelSpec, engines: EngineManager, settings: Settings, log: Path,
-                              extra: Sequence[str] = ()) -> AsyncIterator[Server]:
+                              extra: Sequence[str] = (), kept: KeptServer | None = None) -> AsyncIterator[Server]:
     """A ready server for ``spec`` and, beside it, the app's own engine of the same model.
 
     The server starts at once; meanwhile the app's other engines stop, then its engine for this model
-    starts (two engines alive at most, start-ups overlapping). The server (whole process tree) stops on exit."""
-    srv = await asyncio.to_thread(launch, spec, engines.model_path(spec), settings, log, extra)
+    starts (two engines alive at most, start-ups overlapping). The server (whole process tree) stops on exit,
+    unless ``kept`` keeps it for the next module that asks for the same server."""
+    if kept is not None:
+        async with kept.server(spec, engines, settings, log, extra) as srv:
+            yield srv
+        return
+    async with servers_beside_local_engine(spec, engines, settings, [(log, extra)]) as (srv,):
+        yield srv
 
-    async def local_engine() -> None:
-        for name in engines.loaded():
-            if name != spec.name:
-                await engines.shutdown(name)
-        await engines.get(spec)
 
+class KeptServer:
+    """One server kept alive across test modules (the session's ``kept_server`` fixture): a module that asks for the
+    same model with the same flags gets it running (test_remote's and test_vllm_server's tiny Qwen2.5-VL with the
+    remote panels' flags: one start less); asking for another stops it first. Stopped at the session's end."""
+
+    def __init__(self) -> None:
+        self.key: tuple[str, tuple[str, ...]] | None = None
+        self.srv: Server | None = None
+
+    @contextlib.asynccontextmanager
+    async def server(self, spec: ModelSpec, engines: EngineManager, settings: Settings, log: Path,
+                     extra: Sequence[str]) -> AsyncIterator[Server]:
+        key = (spec.name, tuple(extra))
+        if self.srv is not None and self.key == key and self.srv.proc.poll() is None:
+            await local_engine(spec, engines)
+            yield self.srv
+            return
+        await asyncio.to_thread(self.stop)
+        async with servers_beside_local_engine(spec, engines, settings, [(log, extra)], keep=True) as (srv,):
+            self.key, self.srv = key, srv
+            yield srv
+
+    def stop(self) -> None:
+        if self.srv is not None:
+            stop(self.srv.proc)
+        self.key = self.srv = None
+
+
+@contextlib.asynccontextmanager
+async def servers_beside_local_engine(spec: ModelSpec, engines: EngineManager, settings: Settings,
+                                      launches: Sequence[tuple[Path, Sequence[str]]],
+                                      keep: bool = False) -> AsyncIterator[list[Server]]:
+    """``beside_local_engine`` for several servers of ``spec`` (each its log and flags), all starting at once:
+    their start-ups overlap (on two cores, three take about as long as two one after another). ``keep``: the
+    servers are left running on exit (a start that fails stops them all the same)."""
+    path = engines.model_path(spec)
+    started = [await asyncio.to_thread(launch, spec, path, settings, log, extra) for log, extra in launches]
     try:
-        # Both run to the end even if one fails: a local engine start cancelled half-way would leak.
-        for result in await asyncio.gather(wait_ready(srv), local_engine(), return_exceptions=True):
+        # All run to the end even if one fails: a local engine start cancelled half-way would leak.
+        waits = [wait_ready(srv) for srv in started]
+        for result in await asyncio.gather(*waits, local_engine(spec, engines), return_exceptions=True):
             if isinstance(result, BaseException):
                 raise result
-        yield srv
+    except BaseException:
+        for srv in started:
+            await asyncio.to_thread(stop, srv.proc)
+        raise
+    try:
+        yield started
     finally:
-        await asyncio.to_thread(stop, srv.proc)
+        if not keep:
+            for srv in started:
+                await asyncio.to_thread(stop, srv.proc)
 
 
 def assert_same(remote: Inspection, local: Inspection) -> None:
