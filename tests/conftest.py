@@ -38,6 +38,16 @@ async def engines(settings: Settings):
 
 
 @pytest.fixture(scope="session")
+def kept_server():
+    """One ``vllm serve`` kept across modules (``tests/vllm_server.py``'s ``KeptServer``), stopped at the end."""
+    from .vllm_server import KeptServer
+
+    kept = KeptServer()
+    yield kept
+    kept.stop()
+
+
+@pytest.fixture(scope="session")
 def renderer(registry: Registry, engines: EngineManager):
     """``renderer(name)``: vLLM's renderer for a registry model without an engine (built once a model)."""
     made: dict[str, object] = {}
@@ -91,3 +101,27 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("measured")
         for line in _REPORTS:
             terminalreporter.write_line(line)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "last: run after every other test (the container test, whose image builds in "
+                            "the background from the session's start)")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Tests marked ``last`` go last (a stable sort: the rest keep their order)."""
+    items.sort(key=lambda item: item.get_closest_marker("last") is not None)
+
+
+def pytest_collection_finish(session):
+    """When the container test is selected, its image starts building now (``tests/container.py``)."""
+    if not session.config.option.collectonly and any(item.get_closest_marker("last") for item in session.items):
+        from .container import BUILD
+
+        BUILD.start()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from .container import BUILD
+
+    BUILD.stop()  # a session that ended before the container test (-x, Ctrl-C) leaves no build running
