@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import io
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -140,10 +141,18 @@ class Internet:
         return f"http://{host}:{self.port}{path}"
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        """Quiet when the fetcher hung up (it cuts slow and oversized answers off on purpose); loud otherwise."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextlib.contextmanager
 def local_internet(monkeypatch) -> Iterator[Internet]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     port = server.server_address[1]
