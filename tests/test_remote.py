@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -159,6 +160,71 @@ async def test_done_counts_the_servers_prefix_cache_hits(both: ChatService):
     _, again = await collect(both, request)
     assert first.prompt_tokens == again.prompt_tokens > 0
     assert first.cached_tokens < again.cached_tokens <= again.prompt_tokens
+
+
+def fresh_service(server: Server, registry: Registry, settings: Settings, **changes) -> ChatService:
+    """A service whose remote engine is its own (it has sent the server nothing yet)."""
+    settings = dataclasses.replace(settings, **changes)
+    return ChatService(registry.with_model(remote_spec(registry, server.url)), EngineManager(settings), settings)
+
+
+async def posts(service: ChatService) -> list[tuple[str, int, bytes]]:
+    """Each request the service's remote engine posts from now on: its path, status and body (httpx hooks)."""
+    engine = await service.engines.get(service.registry.get(f"remote-{MODEL}"))
+    seen: list[tuple[str, int, bytes]] = []
+
+    async def response(r: httpx.Response) -> None:
+        if r.request.method == "POST":
+            seen.append((r.request.url.path, r.status_code, r.request.content))
+    engine._client().event_hooks["response"] = [response]
+    return seen
+
+
+async def test_turn_two_sends_the_servers_pictures_by_reference(server: Server, registry, settings):
+    """Pictures the server has processed go again as their uuid alone (no bytes): turn 2 posts no picture, and
+    renders and counts as the same turn posted with the pictures' bytes (vLLM takes them from its cache)."""
+    images = (make_image(420, 300, seed=31), make_image(300, 420, seed=32))  # images no other test sends
+    turns = (Turn("user", "What is in these pictures?", {"image": images}),)
+    second = (*turns, Turn("assistant", "Two pictures."), Turn("user", "Which is wider?"))
+    seen = {}
+    for by_reference in (True, False):
+        service = fresh_service(server, registry, settings, remote_media_by_reference=by_reference)
+        sent = await posts(service)
+        for asked in (turns, second):
+            sent.clear()
+            rendered, done = await collect(service, ChatRequest(model=f"remote-{MODEL}", turns=asked,
+                                                                sampling=Sampling(max_tokens=2, seed=1)))
+        seen[by_reference] = rendered.inspection.prompt_token_ids, done.prompt_tokens, sent
+    (ids, prompt_tokens, sent), (ids_bytes, prompt_tokens_bytes, sent_bytes) = seen[True], seen[False]
+    assert (ids, prompt_tokens) == (ids_bytes, prompt_tokens_bytes)
+    assert [path for path, _, body in sent_bytes if body.count(b"data:image/png") == 2] == [
+        "/v1/chat/completions/render", "/v1/chat/completions"]
+    assert not any(b"data:image" in body for _, _, body in sent), [path for path, _, _ in sent]
+    assert sum(len(body) for *_, body in sent) * 10 < sum(len(body) for *_, body in sent_bytes)
+
+
+class Forgetful(OrderedDict):
+    """What a remote engine has sent, as if the server had lost each item since: every one goes by reference."""
+
+    def __contains__(self, key) -> bool:
+        return True
+
+
+async def test_a_server_without_the_picture_gets_its_bytes(server: Server, registry, settings):
+    """A picture sent by reference that the server no longer holds (its cache evicted it, or another of its API
+    servers answers) is refused (400); the engine sends the bytes at once and the answer comes, for the render
+    and for the answer alike."""
+    service = fresh_service(server, registry, settings)
+    sent = await posts(service)
+    engine = await service.engines.get(service.registry.get(f"remote-{MODEL}"))
+    engine._sent = Forgetful()
+    images = (make_image(330, 250, seed=41),)
+    _, done = await collect(service, ChatRequest(model=f"remote-{MODEL}", turns=(Turn("user", "And this?",
+                            {"image": images}),), sampling=Sampling(max_tokens=2, seed=1)))
+    assert done.num_tokens == 2
+    media = [(path, status, b"data:image" in body) for path, status, body in sent if path != "/detokenize"]
+    assert media == [("/v1/chat/completions/render", 400, False), ("/v1/chat/completions/render", 200, True),
+                     ("/v1/chat/completions", 400, False), ("/v1/chat/completions", 200, True)]
 
 
 async def metric(server: Server, name: str) -> float:
@@ -498,6 +564,24 @@ def test_spec_for_endpoint(registry: Registry):
         spec_for_endpoint(registry, "gpu-box:8000", "my-model", family="llava")
     with pytest.raises(RegistryError, match="unknown family 'lava'"):
         spec_for_endpoint(registry, "http://127.0.0.1:8000", "my-model", family="lava")
+
+
+def test_by_reference_leaves_out_the_bytes_of_known_parts_only():
+    from vlm_demo.engine.openai_request import by_reference, media_uuids, prompt_body
+
+    image, other = make_image(64, 48, seed=1), make_image(48, 64, seed=2)
+    body = prompt_body("m", [{"role": "user", "content": [{"type": "image_pil", "image_pil": image},
+                                                          {"type": "image_pil", "image_pil": other},
+                                                          {"type": "text", "text": "Hi"}]}])
+    first, second = media_uuids(body)
+    assert len(first) == 64 and first != second
+    again = prompt_body("m", [{"role": "user", "content": [{"type": "image_pil", "image_pil": image.copy()}]}])
+    assert media_uuids(again) == (first,)  # by content
+    assert by_reference(body, lambda uuid: False) is body
+    lean = by_reference(body, lambda uuid: uuid == first)
+    assert lean["messages"][0]["content"][0] == {"type": "image_url", "image_url": None, "uuid": first}
+    assert lean["messages"][0]["content"][1:] == body["messages"][0]["content"][1:]
+    assert body["messages"][0]["content"][0]["image_url"]["url"].startswith("data:image/png")  # left as it was
 
 
 def test_the_remote_engine_does_not_import_vllm():

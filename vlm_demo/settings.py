@@ -25,6 +25,10 @@ PAGE_RENDERS_KEPT = 256
 """Sessions whose last answer's render the page keeps for its panels (``/panels``): the most recently used;
 an older session's panels come back empty."""
 
+REMOTE_MEDIA_REMEMBERED = 4096
+"""Pictures and clips a remote engine remembers having sent to its server (per endpoint path, the most recent):
+these go again by their content hash alone, without the bytes (``Settings.remote_media_by_reference``)."""
+
 RENDERERS_KEPT = 4
 """vLLM renderers without an engine kept per process (the most recently used): Inspect only, Compare and the
 CLI's ``inspect`` render with one while no engine of that model runs, and building one takes seconds."""
@@ -124,6 +128,10 @@ class Settings:
     """How long connecting to a remote vLLM server may take."""
     remote_timeout_s: float = 120.0
     """Longest wait for a remote server's answer (for a streamed answer: between two chunks)."""
+    remote_media_by_reference: bool = True
+    """Whether a picture or clip a remote vLLM server has processed goes again (the next turn, the answer after the
+    panels' render) as its content hash (``uuid``) alone, without the bytes: vLLM takes it from its processor
+    cache, and a server that no longer holds it gets the bytes at once (docs/benchmark.md, remote turns)."""
     hub_timeout_s: float = 10.0
     """Longest wait for a Hugging Face Hub metadata answer (a repository's file list, a file's headers)."""
 

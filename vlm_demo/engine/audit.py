@@ -72,15 +72,15 @@ async def server_prompt(remote: RemoteEngine, messages: Sequence[Mapping[str, An
     body = prompt_body(remote.served_model_name, messages, mm_kwargs, media_io)
     if prefer_render:
         try:
-            out = await remote.call("POST", "/v1/chat/completions/render", body, not_offered=NOT_OFFERED)
+            out = await remote.media_call("/v1/chat/completions/render", body, not_offered=NOT_OFFERED)
         except RemoteError as exc:
             return ServerPrompt(RENDER, error=_refusal(exc), **facts)
         if out is not None:
             ids, ranges = rendered_ids(out)
             return ServerPrompt(RENDER, ids=ids, prompt_tokens=len(ids), ranges=ranges, **facts)
     try:
-        out = await remote.call("POST", "/v1/chat/completions",
-                                request_body(body, ONE_TOKEN, stream=False) | {"return_token_ids": True})
+        out = await remote.media_call("/v1/chat/completions",
+                                      request_body(body, ONE_TOKEN, stream=False) | {"return_token_ids": True})
     except RemoteError as exc:
         return ServerPrompt(RETURNED_IDS, error=_refusal(exc), **facts)
     usage = out.get("usage") or {}

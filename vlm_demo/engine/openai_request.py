@@ -5,7 +5,8 @@ sampling). The remote engine posts it, Export writes it out, the benchmark and t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError
@@ -19,9 +20,21 @@ USAGE = {"stream_options": {"include_usage": True}}
 """Ask a streaming server for the usage (prompt and completion tokens, cached tokens) in its last chunk."""
 
 
+MEDIA_PARTS = ("image_url", "video_url")
+"""The wire's picture and clip parts (each with its URL and its ``uuid``)."""
+
+
+def media_uuid(url: str) -> str:
+    """A picture's or clip's ``uuid`` on the wire: the hash of its data URL. vLLM keys its processor cache by it
+    (mixed with the request's processor and loading options), so a part the server has processed can go again as
+    its uuid alone (``by_reference``)."""
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
 def wire_message(message: Mapping[str, Any], leave_out_embeds: bool = False) -> dict[str, Any]:
     """One message (``service.to_openai_messages``) as the OpenAI API carries it: decoded images as PNG data
-    URLs, videos as the ``video_url`` data URLs they already are, a system prompt or earlier answer (one text
+    URLs, videos as the ``video_url`` data URLs they already are, each with its content hash as ``uuid``
+    (``media_uuid``), a system prompt or earlier answer (one text
     part) as plain text, as OpenAI clients write them (vLLM reads a string as that one text part: the same
     render). Image embeddings cannot go to a server (``InputError``); ``leave_out_embeds``: a text part says
     they were left out instead (Export)."""
@@ -33,7 +46,10 @@ def wire_message(message: Mapping[str, Any], leave_out_embeds: bool = False) -> 
     parts = []
     for part in content:
         if part.get("type") == "image_pil":
-            parts.append({"type": "image_url", "image_url": {"url": png_data_url(part["image_pil"])}})
+            url = png_data_url(part["image_pil"])
+            parts.append({"type": "image_url", "image_url": {"url": url}, "uuid": media_uuid(url)})
+        elif part.get("type") == "video_url":
+            parts.append({**part, "uuid": media_uuid(part["video_url"]["url"])})
         elif part.get("type") == "image_embeds" and leave_out_embeds:
             parts.append({"type": "text", "text": EMBEDS_LEFT_OUT})
         elif part.get("type") == "image_embeds":
@@ -41,6 +57,29 @@ def wire_message(message: Mapping[str, Any], leave_out_embeds: bool = False) -> 
         else:
             parts.append(part)
     return {**message, "content": parts}
+
+
+def media_uuids(body: Mapping[str, Any]) -> tuple[str, ...]:
+    """The uuids of ``body``'s pictures and clips (a ``prompt_body`` or ``request_body``), in order."""
+    return tuple(part["uuid"] for m in body["messages"] if isinstance(m.get("content"), list)
+                 for part in m["content"] if part.get("type") in MEDIA_PARTS and part.get("uuid"))
+
+
+def by_reference(body: Mapping[str, Any], known: Callable[[str], bool]) -> Mapping[str, Any]:
+    """``body`` with each picture or clip whose uuid is ``known`` sent by reference: its uuid and a null URL, which
+    vLLM 0.32 fills from its processor cache (a server without it answers 400, "Cache miss"). ``body`` itself
+    when no part is known."""
+    messages, changed = [], False
+    for message in body["messages"]:
+        content = message.get("content")
+        if isinstance(content, list):
+            parts = [{"type": part["type"], part["type"]: None, "uuid": part["uuid"]}
+                     if part.get("type") in MEDIA_PARTS and part.get("uuid") and known(part["uuid"]) else part
+                     for part in content]
+            if any(new is not old for new, old in zip(parts, content)):
+                message, changed = {**message, "content": parts}, True
+        messages.append(message)
+    return {**body, "messages": messages} if changed else body
 
 
 def prompt_body(model: str, messages: Sequence[Mapping[str, Any]], mm_kwargs: Mapping[str, Any] | None = None,
