@@ -19,6 +19,9 @@ from .contract import has_grounding
 from .controls import Controls
 from .views import BOX_HEADERS, TABLE_HEADERS, TABLE_WIDTHS, state_text
 
+STOP_LABEL = "Stop"
+"""The Stop button's label (its value: what each streamed update after the first sends it)."""
+
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
 """The project's own pictures and clip (the examples; served from disk besides uploads)."""
 CSS = """
@@ -230,7 +233,7 @@ def _chat_panel(service: ChatService) -> dict[str, Any]:
     parts["urls"] = gr.Textbox(label="Image or video URLs (one a line; http(s) from allowed hosts, or data:)",
                                visible=service.settings.url_fetch, lines=1, elem_id="image-urls")
     with gr.Row(elem_id="chat-buttons"):  # right under the message box: they stay put while text streams
-        parts["stop_btn"] = gr.Button("Stop", variant="stop", elem_id="stop", interactive=False, min_width=60)
+        parts["stop_btn"] = gr.Button(STOP_LABEL, variant="stop", elem_id="stop", interactive=False, min_width=60)
         parts["retry_btn"] = gr.Button("Retry", elem_id="retry", min_width=60)
         parts["undo_btn"] = gr.Button("Undo", elem_id="undo", min_width=60)
         parts["clear_btn"] = gr.Button("Clear", elem_id="clear", min_width=60)

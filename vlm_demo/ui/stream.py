@@ -19,11 +19,24 @@ from ..inspector import Inspection
 from ..service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Waiting
 from ..settings import PAGE_RENDERS_KEPT
 from .controls import user_error
-from .layout import Page
+from .layout import STOP_LABEL, Page
 from .views import Boxes, stats_data, stats_of, stats_text, waiting_text
 
 STOP_ON, STOP_OFF = gr.update(interactive=True), gr.update(interactive=False)
 """Stop while an answer runs, and not otherwise."""
+
+
+def streaming_values(stats: dict[str, Any]) -> dict[str, Any]:
+    """The panels' values while an answer streams, by output name (``stats_data``: the answer's figures so far)."""
+    return {"stats": "generating…", "stats_data": stats, "boxes": [], "stop_btn": STOP_ON}
+
+
+def text_update(page: Page, shown: dict[str, Any], conversation: Conversation) -> dict[Any, Any]:
+    """One streamed update of the answer's text: the chat with ``shown``'s values. Stop goes as its value alone (it
+    stays as the answer's first update set it: a property update builds a new Button, half of Gradio's work on the
+    update), and the conversation state is left out (setting a State rebuilds its configuration; the answer's last
+    update, a Stop's included, sets it as shown)."""
+    return page.values(**shown | {"stats": "generating…", "stop_btn": STOP_LABEL}, chat=chat_messages(conversation))
 
 
 async def _with_boxes(boxes: Boxes | None, conversation: Conversation,
@@ -136,12 +149,14 @@ class Answers:
     async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, clear_box: bool,
                      session: str | None = None, marks: dict[str, float] | None = None):
         """Stream the answer to ``exchange`` after ``before``; yields page updates, grouped by time (the first at
-        once), each with the conversation as shown so far, so a stopped answer stays as it was shown.
+        once); the conversation state is set by the first update and the last (``text_update`` leaves it out), the
+        last as the answer was shown, so a stopped answer stays as it was shown.
 
         A request refused before it reached the engine changes nothing. Each streamed update repeats the panels'
         values rather than leaving them out: Gradio turns an output left out of a dict into a property update,
         and rebuilds that component's configuration (its JSON schema included) on every update, which cost more
-        than the rest of the update together; repeated values reach the browser as an empty diff. The message
+        than the rest of the update together; repeated values reach the browser as an empty diff (a State left
+        out costs nothing: its update has no value). The message
         box is left out after the first update (it may hold the user's next question). ``marks`` gathers the
         wall-clock times of the steps to the first answer text (the final ``stats_data`` carries them)."""
         conversation = before.ask(exchange)
@@ -176,8 +191,7 @@ class Answers:
                     marks["rendered"] = time.time()
                     sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine got it
                     rendered = self._keep_render(session, Render(sent, event.inspection))
-                    shown = {"stats": "generating…", "stats_data": stats_data(None, "streaming"), "boxes": [],
-                             "stop_btn": STOP_ON}  # Stop can be pressed while the answer runs, and only then
+                    shown = streaming_values(stats_data(None, "streaming"))  # (Stop can be pressed, and only now)
                     boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
                     marks["panels"] = time.time()  # handed to the panels' own event (drawn there, in parallel)
                     yield page.values(**shown, chat=chat_messages(conversation)) | {
@@ -196,8 +210,7 @@ class Answers:
                         last = now
                         conversation, shown = await _with_boxes(boxes, conversation, shown)
                         marks.setdefault("first_text", time.time())
-                        yield page.values(**shown | {"stats": "generating…"}, chat=chat_messages(conversation)) | {
-                            page.conversation: live.shown(conversation)}
+                        yield text_update(page, shown, live.shown(conversation))
                 elif isinstance(event, Done):
                     stats = stats_of(event)
                     conversation = conversation.with_last(answer=event.answer, status="done", stats=stats,
