@@ -1,8 +1,10 @@
 """Users of the running app that talk to it as the page does in a browser, in their own process: each question's
 picture uploaded when it is attached (before Enter), then the question a join of Gradio's queue and its
 server-sent events read as they arrive (httpx, asyncio), where ``gradio_client`` (``bench.gradio_load``) uploads
-inside ``submit`` and looks for new messages in three polling loops per user (every 1-2 ms there). Each of ``--users`` asks ``--per-user``
-questions back to back, each in a new conversation (a new session). Prints one JSON object.
+inside ``submit`` and looks for new messages in three polling loops per user (every 1-2 ms there). Each of ``--users``
+is one browser tab (one session) that asks ``--per-user`` questions back to back, each in a new conversation (Clear
+before it, as a person starts one), and runs what the page runs when an answer's render comes: its panels' event
+(queued) and the message box's (not queued). Prints one JSON object.
 
     python -m bench.browser_load --url URL --model NAME --users 8 --per-user 4 --max-tokens 128 --picture FILE
 """
@@ -23,13 +25,14 @@ from gradio_client.utils import apply_diff
 
 from vlm_demo.ui.contract import CHAT_OUTPUTS, named_outputs
 
-from .common import run_users, users_parser
+from .common import run_users, shows_answer, users_parser
 from .gradio_load import chat_args
 
 
 class Page:
     """The app's ``/chat`` endpoint as the page calls it: its index in Gradio's queue, and the data of one
-    question (``gradio_client`` resolves the endpoint and its inputs, state included, once)."""
+    question (``gradio_client`` resolves the endpoint and its inputs, state included, once); Clear's index, and the
+    events the page runs on an answer's render (from the page's configuration)."""
 
     def __init__(self, url: str, model: str, picture: str, max_tokens: int):
         client = Client(url, verbose=False, download_files=False)
@@ -38,9 +41,18 @@ class Page:
             self.fn_index = endpoint.fn_index
             args = chat_args(model, picture, max_tokens)
             self.data = list(endpoint.process_input_files(*endpoint.insert_empty_state(*args)))
+            config = client.config
         finally:
             client.close()
+        dependencies = {d["id"]: d for d in config["dependencies"]}
+        self.clear_index = next(i for i, d in dependencies.items() if d.get("api_name") == "clear")
+        panels = next(d for d in dependencies.values() if d.get("api_name") == "panels")
+        self.rendered_id = panels["inputs"][0]
+        self.on_render = [(i, d.get("queue") is not False, [None] * len(d["inputs"])) for i, d in dependencies.items()
+                          if [self.rendered_id, "change"] in [list(t) for t in d["targets"]]]
+        """What the page runs when the answer's render state changes: (fn_index, queued, data)."""
         self.picture = picture
+        self.predict_url = url.rstrip("/") + "/gradio_api/run/predict"
         self.join_url = url.rstrip("/") + "/gradio_api/queue/join"
         self.data_url = url.rstrip("/") + "/gradio_api/queue/data"
         self.upload_url = url.rstrip("/") + "/gradio_api/upload"
@@ -64,34 +76,72 @@ class Page:
 
 def first_text(outputs: list[Any]) -> bool:
     """Whether the chat output shows answer text yet."""
-    chat = named_outputs("chat", outputs[:len(CHAT_OUTPUTS)])["chat"]
-    return isinstance(chat, list) and bool(chat) and chat[-1]["role"] == "assistant" and bool(chat[-1]["content"])
+    return shows_answer(named_outputs("chat", outputs[:len(CHAT_OUTPUTS)])["chat"])
 
 
-async def ask(client: httpx.AsyncClient, page: Page) -> tuple[float, int]:
-    """One question in a new session: time from the join (Enter) to the first answer text, tokens generated."""
-    session = uuid.uuid4().hex[:11]
-    data = await page.question(client)
-    t0 = time.perf_counter()
-    joined = await client.post(page.join_url, json={"data": data, "fn_index": page.fn_index,
-                                                   "session_hash": session, "event_data": None, "trigger_id": None})
+_sessions: dict[asyncio.Task, str] = {}
+"""Each user's session (its browser tab), by the user's task."""
+
+
+async def join(client: httpx.AsyncClient, page: Page, session: str, fn_index: int, data: list[Any]) -> str:
+    """Join Gradio's queue with an event of the page; its event id."""
+    joined = await client.post(page.join_url, json={"data": data, "fn_index": fn_index, "session_hash": session,
+                                                    "event_data": None, "trigger_id": None})
     joined.raise_for_status()
-    ttft, outputs = 0.0, None
+    return joined.json()["event_id"]
+
+
+async def messages(client: httpx.AsyncClient, page: Page, session: str):
+    """The session's server-sent messages as they arrive."""
     async with client.stream("GET", page.data_url, params={"session_hash": session}) as response:
         response.raise_for_status()
         async for line in response.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            msg = json.loads(line[5:])
-            if msg.get("msg") == "process_generating":
-                data = msg["output"]["data"]
-                outputs = list(data) if outputs is None else [apply_diff(o, d) for o, d in zip(outputs, data, strict=True)]
-                if not ttft and first_text(outputs):
-                    ttft = time.perf_counter() - t0
-            elif msg.get("msg") == "process_completed":
-                if not msg.get("success", True):
-                    raise RuntimeError(f"the app answered with an error: {str(msg.get('output'))[:300]}")
+            if line.startswith("data:"):
+                yield json.loads(line[5:])
+
+
+async def clear(client: httpx.AsyncClient, page: Page, session: str) -> None:
+    """Clear the tab's conversation, as the page's Clear does, and wait for it."""
+    event = await join(client, page, session, page.clear_index, [])
+    async for msg in messages(client, page, session):
+        if msg.get("event_id") == event and msg.get("msg") == "process_completed":
+            return
+
+
+async def ask(client: httpx.AsyncClient, page: Page) -> tuple[float, int]:
+    """One question in the user's tab, in a new conversation: time from the join (Enter) to the first answer text,
+    tokens generated. When the render comes, the page's own events on it run beside the answer."""
+    user = asyncio.current_task()
+    session = _sessions.get(user)
+    if session is None:
+        session = _sessions[user] = uuid.uuid4().hex[:11]
+    else:
+        await clear(client, page, session)
+    data = await page.question(client)
+    t0 = time.perf_counter()
+    chat = await join(client, page, session, page.fn_index, data)
+    pending, ttft, outputs = {chat}, 0.0, None
+    async for msg in messages(client, page, session):
+        event = msg.get("event_id")
+        if event == chat and msg.get("msg") == "process_generating":
+            data = msg["output"]["data"]
+            outputs = list(data) if outputs is None else [apply_diff(o, d) for o, d in zip(outputs, data, strict=True)]
+            if not ttft and first_text(outputs):
+                ttft = time.perf_counter() - t0
+            if page.rendered_id in (msg["output"].get("changed_state_ids") or ()):
+                for fn_index, queued, args in page.on_render:
+                    if queued:
+                        pending.add(await join(client, page, session, fn_index, args))
+                    else:
+                        body = {"data": args, "fn_index": fn_index, "session_hash": session, "event_data": None}
+                        (await client.post(page.predict_url, json=body)).raise_for_status()
+        elif msg.get("msg") == "process_completed" and event in pending:
+            if not msg.get("success", True):
+                raise RuntimeError(f"the app answered with an error: {str(msg.get('output'))[:300]}")
+            if event == chat:
                 outputs = msg["output"]["data"]
+            pending.discard(event)
+            if not pending:
                 break
     stats = named_outputs("chat", (outputs or [None] * len(CHAT_OUTPUTS))[:len(CHAT_OUTPUTS)])["stats_data"]
     if not isinstance(stats, dict) or stats.get("status") != "done":
