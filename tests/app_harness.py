@@ -8,6 +8,7 @@ import dataclasses
 import html
 import re
 import time
+from collections.abc import Callable
 
 from gradio_client import Client, handle_file
 
@@ -61,6 +62,19 @@ def chat_args(registry, picture, model=MODEL, text="What is in this picture?", m
     """The /chat inputs for one question (with ``picture`` unless None)."""
     return api_inputs(registry, "chat", model, message(text, *([picture] if picture else [])), temperature=0.7,
                       top_p=0.9, max_tokens=max_tokens, seed=seed, urls=urls, controls=controls)
+
+
+def connect(url: str, deadline: float, gone: Callable[[], str | None]) -> Client:
+    """A client of the page at ``url`` once it answers (tried each second until ``deadline``, a monotonic time);
+    ``gone()`` says why the app can no longer come up (it exited: the test fails with that), None while it runs."""
+    while True:
+        why = gone()
+        assert why is None, why
+        try:
+            return Client(url, verbose=False)
+        except Exception:  # noqa: BLE001 - not listening yet
+            assert time.monotonic() < deadline, "the page did not come up"
+            time.sleep(1)
 
 
 def wait_until(condition, timeout_s: float) -> None:

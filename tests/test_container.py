@@ -9,9 +9,8 @@ import re
 import time
 
 import pytest
-from gradio_client import Client
 
-from .app_harness import MODEL, chat_args, prompt_text, run
+from .app_harness import MODEL, chat_args, connect, prompt_text, run
 from .conftest import ARTIFACTS, ROOT, free_port, make_image
 from .container import BUILD, IMAGE, podman
 
@@ -29,16 +28,10 @@ def image() -> tuple[str, float, float]:
     return IMAGE, took, waited
 
 
-def _connect(name: str, url: str) -> Client:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        state = podman("inspect", "--format", "{{.State.Status}}", name).stdout.strip()
-        assert state == "running", f"the container is {state}:\n{podman('logs', name).stderr[-3000:]}"
-        try:
-            return Client(url, verbose=False)
-        except Exception:  # noqa: BLE001 - not listening yet
-            assert time.monotonic() < deadline, "the page did not come up"
-            time.sleep(1)
+def _gone(name: str) -> str | None:
+    """Why the container can no longer serve the page (None while it runs)."""
+    state = podman("inspect", "--format", "{{.State.Status}}", name).stdout.strip()
+    return None if state == "running" else f"the container is {state}:\n{podman('logs', name).stderr[-3000:]}"
 
 
 @pytest.mark.last
@@ -49,7 +42,7 @@ def test_the_cpu_image_serves_answers_and_stops_cleanly(image, registry, tmp_pat
     podman("run", "-d", "--name", name, "--network", "host", "--shm-size", "1g", "-e", f"GRADIO_SERVER_PORT={port}",
            tag)
     try:
-        client = _connect(name, f"http://127.0.0.1:{port}/")
+        client = connect(f"http://127.0.0.1:{port}/", time.monotonic() + START_TIMEOUT_S, lambda: _gone(name))
         page_s = time.perf_counter() - t0
         assert podman("healthcheck", "run", name, check=False).returncode == 0, "the image's health check failed"
         assert podman("exec", name, "id", "-un").stdout.strip() == "app"

@@ -12,8 +12,8 @@ import time
 
 import psutil
 import pytest
-from gradio_client import Client
 
+from .app_harness import connect
 from .conftest import ROOT, free_port
 
 MODEL = "tiny-qwen2.5-vl"
@@ -23,16 +23,6 @@ START_LIMIT_S = 600.0
 """How long the page and its engine may take to come up on a busy 2-core machine."""
 SPAWN_LIMIT_S = 120.0
 """How long after the page comes up the start-up model's engine processes may take to appear."""
-
-
-def _connect(proc: subprocess.Popen, port: int, deadline: float) -> Client:
-    while True:
-        assert proc.poll() is None, f"the app exited during start-up with status {proc.returncode}"
-        try:
-            return Client(f"http://127.0.0.1:{port}/", verbose=False)
-        except Exception:  # noqa: BLE001 - not listening yet
-            assert time.monotonic() < deadline, "the page did not come up"
-            time.sleep(1)
 
 
 def _engine_processes(pid: int, deadline: float) -> list[psutil.Process]:
@@ -69,7 +59,8 @@ def test_stopped_app_exits_cleanly(signum, tmp_path, report):
         proc = subprocess.Popen([sys.executable, "app.py", "--model", MODEL, "--port", str(port)], cwd=ROOT,
                                 stdout=out, stderr=err, env=env, start_new_session=True)
     try:
-        client = _connect(proc, port, time.monotonic() + START_LIMIT_S)
+        client = connect(f"http://127.0.0.1:{port}/", time.monotonic() + START_LIMIT_S, lambda: None if proc.poll() is None
+                         else f"the app exited during start-up with status {proc.returncode}")
         _engine_processes(proc.pid, time.monotonic() + SPAWN_LIMIT_S)  # it starts before anyone asks for it
         assert "ready" in client.predict(MODEL, api_name="/load_model")
         children = psutil.Process(proc.pid).children(recursive=True)
