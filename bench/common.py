@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageDraw
 
@@ -65,6 +66,19 @@ async def run_users(ask: Callable[[], Awaitable[tuple[float, int]]], users: int,
             "requests": len(runs), "errors": errors, "cpu_s": cpu.user + cpu.system - cpu0.user - cpu0.system}
 
 
+def shows_answer(chat: Any) -> bool:
+    """Whether the chat output (a list of messages) ends in answer text: its last message is the assistant's and
+    holds text. Gradio sends each message's content as a list of parts, and an answer not begun yet (the update
+    after the render) as one empty text part, which is not answer text."""
+    if not isinstance(chat, list) or not chat or not isinstance(chat[-1], dict) or chat[-1].get("role") != "assistant":
+        return False
+    content = chat[-1].get("content")
+    if isinstance(content, str):
+        return bool(content)
+    parts = content if isinstance(content, list) else [content]
+    return any(isinstance(part, dict) and part.get("type") == "text" and part.get("text") for part in parts)
+
+
 @dataclass
 class Result:
     """Figures of one load on one path."""
@@ -85,7 +99,7 @@ class Result:
     def summary(self) -> dict:
         d = asdict(self)
         d.pop("ttft_s")
-        return {**d, "tokens_per_s": round(self.tokens_per_s, 1), "ttft_p50_s": round(pct(self.ttft_s, 50), 4),
+        return {**d, "tokens_per_s": round(self.tokens_per_s, 3), "ttft_p50_s": round(pct(self.ttft_s, 50), 4),
                 "ttft_p95_s": round(pct(self.ttft_s, 95), 4)}
 
 

@@ -144,11 +144,12 @@ async def conversations(service: ChatService, engine: Any, model: str, n: int, m
 
 
 async def measure(model: str, loads: list[Load], inspector_pairs: int, distinct: Load | None = None,
-                  log=print, conversation_runs: int = 2) -> tuple[list[Result], dict, dict]:
-    """Raw engine and chat service under each load (every request asks about the same picture), then time
-    to first token with and without the inspection (``inspector_pairs`` single requests of each,
-    alternating), then ``conversation_runs`` three-turn conversations on each path, then, if ``distinct`` is
-    given, that load with a different picture per request."""
+                  log=print, conversation_runs: int = 2, warm: Load | None = None) -> tuple[list[Result], dict, dict]:
+    """Raw engine and chat service under each load (every request asks about the same picture; after ``warm``
+    on each, by default 4 streams of 2 questions), then time to first token with and without the inspection
+    (``inspector_pairs`` single requests of each, alternating), then ``conversation_runs`` three-turn
+    conversations on each path, then, if ``distinct`` is given, that load with a different picture per
+    request."""
     settings = Settings.from_env()
     registry = load_registry(settings.models_file)
     engines = EngineManager(settings)
@@ -181,7 +182,7 @@ async def measure(model: str, loads: list[Load], inspector_pairs: int, distinct:
         def chat(image, max_tokens, svc=service):
             return _service_one(svc, model, image, max_tokens)
 
-        warm = Load(streams=4, per_stream=2, max_tokens=loads[0].max_tokens)
+        warm = warm or Load(streams=4, per_stream=2, max_tokens=loads[0].max_tokens)
         await _run_load("raw", model, warm, raw)
         await _run_load("service", model, warm, chat)
         results = []

@@ -21,7 +21,7 @@ from vlm_demo.profile import load_registry
 from vlm_demo.settings import Settings
 from vlm_demo.ui.contract import api_inputs, named_outputs
 
-from .common import QUESTION, users_parser
+from .common import QUESTION, shows_answer, users_parser
 
 
 def chat_args(model: str, picture: str, max_tokens: int) -> list:
@@ -94,7 +94,7 @@ def ask(client: Client, args: list) -> tuple[float, int, float, float, dict[str,
     job = client.submit(*args, api_name="/chat")
     for update in job:
         chat = named_outputs("chat", update)["chat"]
-        if not ttft and isinstance(chat, list) and chat and chat[-1]["role"] == "assistant" and chat[-1]["content"]:
+        if not ttft and shows_answer(chat):
             ttft, seen = time.perf_counter() - t0, time.time()
     stats = named_outputs("chat", job.result(timeout=300))["stats_data"]
     if not isinstance(stats, dict) or stats.get("status") != "done":

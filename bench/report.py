@@ -18,6 +18,7 @@ COLORS = {"raw": (66, 133, 244), "service": (52, 168, 83), "gradio": (251, 140, 
           "serve": (171, 71, 188),
           "transformers": (150, 150, 150)}
 FINDINGS = Path(__file__).resolve().parent / "findings.md"
+REAL_SIZE_FINDINGS = Path(__file__).resolve().parent / "findings-real-size.md"
 
 
 def _find(data: dict, path: str, model: str, streams: int) -> dict | None:
@@ -334,10 +335,157 @@ def plot(data: dict, path: Path) -> None:
     img.save(path)
 
 
+REAL_SIZE_HEADING = "## At a real checkpoint's size"
+"""The heading of ``benchmark.md``'s last section, the real-size run's summary (``bench/real_size.py``)."""
+TINY_QWEN = "tiny-qwen2.5-vl"
+
+
+def overhead(data: dict, model: str, tokens_per_answer: int, streams: int = 4) -> dict:
+    """Where the app stands against the engine for one model: page-protocol tokens/s over the raw engine's and
+    vllm serve's at ``streams``, first token at 1 user (raw, and the app's extra), and CPU milliseconds per token
+    of the app process and of its engine processes at ``streams`` (page-protocol users)."""
+    r = ratios(data, model, streams)
+    cpu = next((row for row in data.get("gradio_cpu_per_request_s") or () if row["model"] == model
+                and row["streams"] == streams and row.get("users_kind") == "browser"), {})
+    return {"raw_tokens_per_s": (_find(data, "raw", model, streams) or {}).get("tokens_per_s", 0.0),
+            "app_vs_raw": r["page_vs_raw"], "app_vs_serve": r["page_vs_serve"],
+            "raw_ttft_ms": 1000 * (_find(data, "raw", model, 1) or {}).get("ttft_p50_s", 0.0),
+            "ttft_app_minus_raw_ms": ttft_minus_raw_ms(data, model, "browser"),
+            "app_cpu_ms_per_token": 1000 * cpu.get("app", 0.0) / tokens_per_answer,
+            "engine_cpu_ms_per_token": 1000 * cpu.get("engine", 0.0) / tokens_per_answer}
+
+
+def _overheads(real: dict, tiny: dict | None) -> list[tuple[str, dict]]:
+    """The real-size configuration's ``overhead`` and, where the full run's data has it, the tiny Qwen2.5-VL's."""
+    rows = []
+    if tiny and _find(tiny, "browser", TINY_QWEN, 4):
+        tokens = tiny["plan"]["loads"][0]["max_tokens"]
+        name = f"{TINY_QWEN} (the full run of benchmark.md, {tiny['machine']['cpu']})"
+        rows.append((name, overhead(tiny, TINY_QWEN, tokens)))
+    rows.append((f"{real['model']} (random weights, {real['machine']['cpu']})",
+                 overhead(real, real["model"], real["loads"][0]["max_tokens"])))
+    return rows
+
+
+def _overhead_table(rows: list[tuple[str, dict]]) -> list[str]:
+    lines = ["| model | raw tokens/s, 4 streams | app / raw, 4 streams | app / vllm serve, 4 streams "
+             "| raw TTFT p50, 1 user (ms) | app minus raw TTFT (ms) | app CPU per token (ms) "
+             "| engine CPU per token (ms) | app CPU / engine CPU |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, o in rows:
+        share = o["app_cpu_ms_per_token"] / o["engine_cpu_ms_per_token"] if o["engine_cpu_ms_per_token"] else 0.0
+        lines.append(f"| {name} | {_rate(o['raw_tokens_per_s'])} | {o['app_vs_raw']:.2f} | {o['app_vs_serve']:.2f} | "
+                     f"{o['raw_ttft_ms']:.0f} | {o['ttft_app_minus_raw_ms']:.0f} | {o['app_cpu_ms_per_token']:.2f} | "
+                     f"{o['engine_cpu_ms_per_token']:.2f} | {100 * share:.1f} % |")
+    return lines
+
+
+def real_size_section(real: dict, tiny: dict | None) -> str:
+    """``benchmark.md``'s summary of the real-size run: the app against the engine there and with the tiny
+    Qwen2.5-VL, and a link to ``benchmark-real-size.md``."""
+    from bench.real_size import result_line
+
+    rows = _overheads(real, tiny)
+    o = rows[-1][1]
+    lines = [REAL_SIZE_HEADING, "",
+             f"`python bench/real_size.py` ({real['started']}, details in "
+             "[benchmark-real-size.md](benchmark-real-size.md)): Qwen2.5-VL-3B-Instruct's dimensions with random "
+             f"weights (the tiny model's tokenizer and processor), {real['image_tokens']} image tokens, "
+             f"{real['loads'][0]['max_tokens']} tokens per answer, 1 and 4 streams.", "",
+             "```", result_line(real["headline"]), "```", "", *_overhead_table(rows), ""]
+    if len(rows) == 2:
+        t = rows[0][1]
+        share = {k: 100 * x["app_cpu_ms_per_token"] / x["engine_cpu_ms_per_token"] if x["engine_cpu_ms_per_token"]
+                 else 0.0 for k, x in (("tiny", t), ("real", o))}
+        lines += [f"Per streamed token at 4 streams the engine's processes use {o['engine_cpu_ms_per_token']:.0f} ms "
+                  f"of CPU here against {t['engine_cpu_ms_per_token']:.2f} ms with the tiny model, the app process "
+                  f"{o['app_cpu_ms_per_token']:.2f} ms against {t['app_cpu_ms_per_token']:.2f} ms: the app's share "
+                  f"falls from {share['tiny']:.0f} % to {share['real']:.1f} %. So the app's overhead matters where "
+                  "the engine's work per token is as small as the tiny models' (the targets above); at a real "
+                  f"model's size the app streams {o['app_vs_raw']:.2f} of the raw engine's tokens/s (tiny: "
+                  f"{t['app_vs_raw']:.2f}) and {o['app_vs_serve']:.2f} of vllm serve's (tiny: "
+                  f"{t['app_vs_serve']:.2f}), and its first token at 1 user comes {_after(o)} the raw engine's "
+                  f"{o['raw_ttft_ms']:.0f} ms (tiny: {_after(t)} {t['raw_ttft_ms']:.0f} ms).", ""]
+    return "\n".join(lines)
+
+
+def real_size_markdown(real: dict, tiny: dict | None) -> str:
+    """``benchmark-real-size.md``: the run's set-up, its RESULT line, every load's figures and where the CPU went."""
+    from bench.real_size import result_line
+
+    m, e = real["machine"], real["entry"]
+    loads = ", ".join(f"{ld['streams']} stream(s) x {ld['per_stream']} question(s)" for ld in real["loads"])
+    warm = ", after one 4-token warm-up question per path" if real["mode"] != "smoke" else ""
+    lines = ["# Benchmark at a real checkpoint's size: Qwen2.5-VL-3B-Instruct's dimensions, random weights", "",
+             f"`python bench/real_size.py{' --smoke' if real['mode'] == 'smoke' else ''}`, {real['started']}, "
+             f"{real['duration_s']:.0f} s. Machine: **{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB**, "
+             f"Python {m['python']}, CPU only. Load average at the start {' / '.join(map(str, m['load_average']))}, "
+             f"at the end {' / '.join(map(str, real['load_average_end']))}.", "",
+             "The model: the tiny Qwen2.5-VL builder (`vlm_demo/tiny_models/qwen2_5_vl.py`) with the checkpoint's "
+             "sizes (`CHECKPOINT_SIZES`: 36 layers of 2048, 16 query and 2 key-value heads of 128, MLP 11008, "
+             "vocabulary 151936 with tied embeddings; a vision tower of 32 blocks of 1280, full attention in blocks "
+             "7, 15, 23 and 31), the tiny model's tokenizer, processor and chat template, built offline; vLLM gives "
+             f"it random weights (`load_format: dummy`); engine arguments `{e['engine_args']}`, KV cache "
+             f"{real['kv_cache_gib']} GiB. One 640x480 picture per request, resized to at most {real['max_pixels']} px "
+             f"({real['image_tokens']} image tokens); `max_tokens={real['loads'][0]['max_tokens']}` with "
+             "`ignore_eos`, temperature 0.7, top_p 0.9, sampled from the printable tokens (`allowed_token_ids`) "
+             f"on every path but the raw engine. Loads: {loads}{warm}. App: `bench/app_server.py` driven by users "
+             "of the page's own protocol (`bench/browser_load.py`); vllm serve: its OpenAI server with the same "
+             "engine arguments (`bench/serve_load.py`); raw engine and chat service: `bench/engine_load.py`.", "",
+             "```", result_line(real["headline"]), "```", "",
+             "| path | streams | requests | tokens/s | TTFT p50 (ms) | TTFT p95 (ms) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for r in sorted(real["results"], key=lambda r: (r["streams"], PATHS.index(r["path"]))):
+        lines.append(f"| {LABELS.get(r['path'], r['path'])} | {r['streams']} | {r['requests']} | "
+                     f"{_rate(r['tokens_per_s'])} | {r['ttft_p50_s'] * 1000:.0f} | {r['ttft_p95_s'] * 1000:.0f} |")
+    lines += ["", "Engine starts (s): " + ", ".join(f"{k} {v:.0f}" for k, v in real["starts_s"].items()) + "; "
+              "each phase in all (start, warm-up, loads, stop): "
+              + ", ".join(f"{k} {v:.0f}" for k, v in real.get("phases_s", {}).items()) + ".", "",
+              "## Against the tiny Qwen2.5-VL", "", *_overhead_table(_overheads(real, tiny)), "",
+              "CPU per token: the app process's (Gradio, the service, vLLM's front end) and its engine processes' "
+              "CPU seconds over the load's streamed tokens (psutil), page-protocol users; vllm serve's API server "
+              "process: " + ", ".join(f"{row['api_server_per_token'] * 1000:.2f} ms per token at {row['streams']} "
+                                      f"stream(s)" for row in real["serve_cpu"]) + ".", ""]
+    if REAL_SIZE_FINDINGS.exists():
+        lines += [REAL_SIZE_FINDINGS.read_text().strip(), ""]
+    return "\n".join(lines)
+
+
+def _rate(tokens_per_s: float) -> str:
+    """Tokens/s as the tables show them: whole numbers for the tiny models, two decimals at a real size."""
+    return f"{tokens_per_s:.0f}" if tokens_per_s >= 100 else f"{tokens_per_s:.2f}"
+
+
+def _after(o: dict) -> str:
+    """The app's extra time to first token in words: "N ms after" (or "N ms before", as noise can make it)."""
+    ms = o["ttft_app_minus_raw_ms"]
+    return f"{abs(ms):.0f} ms {'after' if ms >= 0 else 'before'}"
+
+
+def with_real_size(markdown_text: str, section: str) -> str:
+    """``benchmark.md``'s text with ``section`` as its last section (in place of an earlier one)."""
+    return markdown_text.split(REAL_SIZE_HEADING)[0].rstrip() + "\n\n" + section
+
+
+def write_real_size(real: dict, out_dir: Path) -> None:
+    """``benchmark-real-size.json`` and ``.md`` into ``out_dir``, and their summary into its ``benchmark.md``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    full = out_dir / "benchmark.json"
+    tiny = json.loads(full.read_text()) if full.exists() else None
+    (out_dir / "benchmark-real-size.json").write_text(json.dumps(real, indent=1) + "\n")
+    (out_dir / "benchmark-real-size.md").write_text(real_size_markdown(real, tiny))
+    table = out_dir / "benchmark.md"
+    if table.exists():
+        table.write_text(with_real_size(table.read_text(), real_size_section(real, tiny)))
+
+
 def write_report(data: dict, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "benchmark.json").write_text(json.dumps(data, indent=1) + "\n")
-    (out_dir / "benchmark.md").write_text(markdown(data))
+    text = markdown(data)
+    real = out_dir / "benchmark-real-size.json"
+    if real.exists():  # the last real-size run's summary stays (``bench/real_size.py``)
+        text = with_real_size(text, real_size_section(json.loads(real.read_text()), data))
+    (out_dir / "benchmark.md").write_text(text)
     plot(data, out_dir / "benchmark.png")
 
 

@@ -263,6 +263,13 @@ def gradio_result(model: str, load: Load, data: dict, path: str = "gradio") -> R
     return Result(path, model, load.streams, data["requests"], data["tokens"], data["wall_s"], data["ttft_s"])
 
 
+def serve_result(model: str, load: Load, data: dict) -> Result:
+    """One vllm serve load's figures; its API server's CPU per token goes to ``SERVE_CPU``."""
+    SERVE_CPU.append({"model": model, "streams": load.streams,
+                      "api_server_per_token": round(data["api_server_cpu_per_token_s"], 7)})
+    return Result("serve", model, load.streams, data["requests"], data["tokens"], data["wall_s"], data["ttft_s"])
+
+
 def first_token_steps(model: str, data: dict) -> dict:
     """The p50 of each step to the first answer text over one load's answers (``bench.gradio_load.steps``)."""
     runs = data.get("steps") or []
@@ -419,10 +426,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 peer.users(model, Load(4, 1, 16), picture)  # warm-up
                 for load in run_plan.loads:
-                    d = peer.users(model, load, picture)
-                    r = Result("serve", model, load.streams, d["requests"], d["tokens"], d["wall_s"], d["ttft_s"])
-                    SERVE_CPU.append({"model": model, "streams": load.streams,
-                                      "api_server_per_token": round(d["api_server_cpu_per_token_s"], 7)})
+                    r = serve_result(model, load, peer.users(model, load, picture))
                     log(f"  {model} vllm serve {load.streams} users: {r.tokens_per_s:7.0f} tokens/s, "
                         f"TTFT p50 {pct(r.ttft_s, 50) * 1000:.0f} ms")
                     results.append(r)
