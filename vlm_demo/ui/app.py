@@ -82,6 +82,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
         wire(page, handlers)
         demo.load(handlers.state_text, page.model, page.engine_state, api_name=False, queue=False)
     demo.queue(default_concurrency_limit=service.settings.queue_concurrency, max_size=service.settings.queue_max_size)
+    demo._queue.sleep_when_free = service.settings.queue_poll_s  # (Gradio's own: 1 ms, a busy loop when idle)
     return demo
 
 
