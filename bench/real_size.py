@@ -32,6 +32,8 @@ if str(ROOT) not in sys.path:  # `python bench/real_size.py` from a fresh clone
 
 from bench import run  # noqa: E402
 from bench.common import IMAGE_SIZE, Load, Result, machine, pct, write_pictures  # noqa: E402
+from bench.report import (cpu_per_token_vs_serve, ratios, real_size_result_line, ttft_minus_raw_ms,  # noqa: E402
+                          write_real_size)
 
 MODEL = "qwen2.5-vl-3b-size"
 """The configuration's registry name."""
@@ -82,18 +84,10 @@ def headline(data: dict, streams: int) -> dict:
     """The RESULT line's figures for this configuration (``report.headline``'s, one model): the page-protocol
     users' tokens/s over the raw engine's and vllm serve's at ``streams``, their first token over the raw engine's
     at 1 user, the app process's CPU per token over vllm serve's API server's at ``streams``."""
-    from bench.report import cpu_per_token_vs_serve, ratios, ttft_minus_raw_ms
-
     r = ratios(data, MODEL, streams)
     return {"app_vs_raw": r["page_vs_raw"], "app_vs_serve": r["page_vs_serve"],
             "ttft_app_minus_raw_ms": ttft_minus_raw_ms(data, MODEL, "browser"),
             "app_cpu_per_token_vs_serve": cpu_per_token_vs_serve(data, MODEL, streams)}
-
-
-def result_line(h: dict) -> str:
-    return (f"RESULT real_size app_vs_raw={h['app_vs_raw']:.2f} app_vs_serve={h['app_vs_serve']:.2f} "
-            f"ttft_app_minus_raw_ms={h['ttft_app_minus_raw_ms']:.0f} "
-            f"app_cpu_per_token_vs_serve={h['app_cpu_per_token_vs_serve']:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,11 +163,10 @@ def main(argv: list[str] | None = None) -> int:
                                                                         for r in results},
             "gradio_cpu_per_request_s": run.CPU_LOG, "serve_cpu": run.SERVE_CPU}
     data["headline"] = headline(data, max(ld.streams for ld in loads))
-    from bench.report import write_real_size
 
     write_real_size(data, out_dir)
     run.log(f"bench real size: wrote {out_dir}/benchmark-real-size.md in {info['duration_s']:.0f} s")
-    print(result_line(data["headline"]))
+    print(real_size_result_line(data["headline"]))
     return 0
 
 

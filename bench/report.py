@@ -117,6 +117,13 @@ def result_line(h: dict) -> str:
             f"switch_rss_ratio={h['switch_rss_ratio']:.2f}")
 
 
+def real_size_result_line(h: dict) -> str:
+    """The real-size configuration's RESULT line (``bench/real_size.py``)."""
+    return (f"RESULT real_size app_vs_raw={h['app_vs_raw']:.2f} app_vs_serve={h['app_vs_serve']:.2f} "
+            f"ttft_app_minus_raw_ms={h['ttft_app_minus_raw_ms']:.0f} "
+            f"app_cpu_per_token_vs_serve={h['app_cpu_per_token_vs_serve']:.2f}")
+
+
 def met(h: dict) -> list[str]:
     """Each target as "name value op target: met / not met"."""
     out = []
@@ -382,7 +389,6 @@ def _overhead_table(rows: list[tuple[str, dict]]) -> list[str]:
 def real_size_section(real: dict, tiny: dict | None) -> str:
     """``benchmark.md``'s summary of the real-size run: the app against the engine there and with the tiny
     Qwen2.5-VL, and a link to ``benchmark-real-size.md``."""
-    from bench.real_size import result_line
 
     rows = _overheads(real, tiny)
     o = rows[-1][1]
@@ -391,7 +397,7 @@ def real_size_section(real: dict, tiny: dict | None) -> str:
              "[benchmark-real-size.md](benchmark-real-size.md)): Qwen2.5-VL-3B-Instruct's dimensions with random "
              f"weights (the tiny model's tokenizer and processor), {real['image_tokens']} image tokens, "
              f"{real['loads'][0]['max_tokens']} tokens per answer, 1 and 4 streams.", "",
-             "```", result_line(real["headline"]), "```", "", *_overhead_table(rows), ""]
+             "```", real_size_result_line(real["headline"]), "```", "", *_overhead_table(rows), ""]
     if len(rows) == 2:
         t = rows[0][1]
         share = {k: 100 * x["app_cpu_ms_per_token"] / x["engine_cpu_ms_per_token"] if x["engine_cpu_ms_per_token"]
@@ -410,7 +416,6 @@ def real_size_section(real: dict, tiny: dict | None) -> str:
 
 def real_size_markdown(real: dict, tiny: dict | None) -> str:
     """``benchmark-real-size.md``: the run's set-up, its RESULT line, every load's figures and where the CPU went."""
-    from bench.real_size import result_line
 
     m, e = real["machine"], real["entry"]
     loads = ", ".join(f"{ld['streams']} stream(s) x {ld['per_stream']} question(s)" for ld in real["loads"])
@@ -431,7 +436,7 @@ def real_size_markdown(real: dict, tiny: dict | None) -> str:
              f"on every path but the raw engine. Loads: {loads}{warm}. App: `bench/app_server.py` driven by users "
              "of the page's own protocol (`bench/browser_load.py`); vllm serve: its OpenAI server with the same "
              "engine arguments (`bench/serve_load.py`); raw engine and chat service: `bench/engine_load.py`.", "",
-             "```", result_line(real["headline"]), "```", "",
+             "```", real_size_result_line(real["headline"]), "```", "",
              "| path | streams | requests | tokens/s | TTFT p50 (ms) | TTFT p95 (ms) |",
              "|---|---:|---:|---:|---:|---:|"]
     for r in sorted(real["results"], key=lambda r: (r["streams"], PATHS.index(r["path"]))):

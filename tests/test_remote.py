@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -203,13 +202,6 @@ async def test_turn_two_sends_the_servers_pictures_by_reference(server: Server, 
     assert sum(len(body) for *_, body in sent) * 10 < sum(len(body) for *_, body in sent_bytes)
 
 
-class Forgetful(OrderedDict):
-    """What a remote engine has sent, as if the server had lost each item since: every one goes by reference."""
-
-    def __contains__(self, key) -> bool:
-        return True
-
-
 async def test_a_server_without_the_picture_gets_its_bytes(server: Server, registry, settings):
     """A picture sent by reference that the server no longer holds (its cache evicted it, or another of its API
     servers answers) is refused (400); the engine sends the bytes at once and the answer comes, for the render
@@ -217,7 +209,9 @@ async def test_a_server_without_the_picture_gets_its_bytes(server: Server, regis
     service = fresh_service(server, registry, settings)
     sent = await posts(service)
     engine = await service.engines.get(service.registry.get(f"remote-{MODEL}"))
-    engine._sent = Forgetful()
+    from vlm_demo.engine.openai_request import by_reference
+
+    engine._media.lean = lambda path, body: by_reference(body, lambda uuid: True)  # as if the server had lost each
     images = (make_image(330, 250, seed=41),)
     _, done = await collect(service, ChatRequest(model=f"remote-{MODEL}", turns=(Turn("user", "And this?",
                             {"image": images}),), sampling=Sampling(max_tokens=2, seed=1)))
@@ -582,6 +576,40 @@ def test_by_reference_leaves_out_the_bytes_of_known_parts_only():
     assert lean["messages"][0]["content"][0] == {"type": "image_url", "image_url": None, "uuid": first}
     assert lean["messages"][0]["content"][1:] == body["messages"][0]["content"][1:]
     assert body["messages"][0]["content"][0]["image_url"]["url"].startswith("data:image/png")  # left as it was
+
+
+async def test_sent_media_goes_by_reference_per_path_and_options_and_again_with_bytes_on_a_400():
+    from vlm_demo.engine.openai_request import prompt_body
+    from vlm_demo.engine.remote_media import SentMedia, ServerRefusal
+
+    def body(**kwargs):
+        return prompt_body("m", [{"role": "user", "content": [{"type": "image_pil", "image_pil": make_image(64, 48)}]}],
+                           kwargs)
+
+    posted: list[bool] = []  # each post: whether it carried the bytes
+    refuse_lean = False
+
+    async def post(sent):
+        carried = sent["messages"][0]["content"][0]["image_url"] is not None
+        posted.append(carried)
+        if refuse_lean and not carried:
+            raise ServerRefusal("Cache miss", 400)
+        return "ok"
+
+    media = SentMedia(enabled=True)
+    for path, options in (("/render", {}), ("/render", {}), ("/chat", {}), ("/render", {"max_pixels": 9})):
+        assert await media.send(path, body(**options), post) == "ok"
+    assert posted == [True, False, True, True]  # again to the same path with the same options only: by reference
+    posted.clear()
+    refuse_lean = True
+    assert await media.send("/render", body(), post) == "ok"
+    assert posted == [False, True]
+    sent = body()
+    assert media.lean("/chat", sent) is not sent  # the refusal at /render forgets nothing of /chat's
+    assert media.lean("/render", sent) is not sent  # its bytes went again: held again
+    off = SentMedia(enabled=False)
+    off.remember("/render", sent)
+    assert off.lean("/render", sent) is sent
 
 
 def test_the_remote_engine_does_not_import_vllm():

@@ -28,8 +28,9 @@ import httpx
 from ..errors import RemoteError
 from ..profile import profile
 from ..registry import AUTO, ModelSpec, Sampling, base_url
-from ..settings import REMOTE_MEDIA_REMEMBERED, Settings
-from .openai_request import USAGE, by_reference, media_uuids, prompt_body, request_body
+from ..settings import Settings
+from .openai_request import USAGE, prompt_body, request_body
+from .remote_media import SentMedia, ServerRefusal
 from .remote_prompt import (added_tokens, content_format, geometry, info_specials, most_common, pieces, prompt_text,
                             ranges_from_ids, template_conversation)
 from .runs import kept_tags, text_segments, token_runs, without_other_specials
@@ -41,14 +42,6 @@ NOT_OFFERED = frozenset({403, 405, 501})
 """Answers of a server that does not offer an endpoint (vLLM without ``--enable-scale-out``: 403)."""
 DECODE_CACHE = 4096
 """Decoded id stretches kept per engine (the chat template's text repeats from request to request)."""
-
-
-class ServerRefusal(RemoteError):
-    """The server answered a request with an error status (its text in the message)."""
-
-    def __init__(self, message: str, status: int):
-        super().__init__(message)
-        self.status = status
 
 
 class RemoteEngine:
@@ -81,9 +74,8 @@ class RemoteEngine:
         self.offers_tokenizer_info = False
         self._special_names: dict[int, str] = {}
         self._decoded: OrderedDict[tuple[int, ...], str] = OrderedDict()
-        self._sent: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        """Pictures and clips sent to the server with their bytes, by endpoint path (the render endpoint and the
-        chat completions keep separate processor caches), processing options and uuid: sent by reference now."""
+        self._media = SentMedia(settings.remote_media_by_reference)
+        """Pictures and clips the server has processed: sent by reference now."""
         self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
         self.connected = False
 
@@ -175,62 +167,23 @@ class RemoteEngine:
         except ValueError:
             raise RemoteError(f"{self.url}{path}: the answer is not JSON: {response.text[:200]!r}") from None
 
-    def _by_reference(self, path: str, body: Mapping[str, Any]) -> tuple[Mapping[str, Any], list[tuple[str, ...]]]:
-        """``body`` with the pictures and clips this engine has sent to ``path`` with the same processing options
-        by reference (``openai_request.by_reference``), and the keys under which to remember all of its items."""
-        options = json.dumps([body.get("mm_processor_kwargs"), body.get("media_io_kwargs")], sort_keys=True)
-        keys = [(path, options, uuid) for uuid in media_uuids(body)]
-        if not self.settings.remote_media_by_reference or not keys:
-            return body, []
-        return by_reference(body, lambda uuid: (path, options, uuid) in self._sent), keys
-
-    def _remember(self, keys: Sequence[tuple[str, ...]]) -> None:
-        for key in keys:
-            self._sent[key] = None
-            self._sent.move_to_end(key)
-        while len(self._sent) > REMOTE_MEDIA_REMEMBERED:
-            self._sent.popitem(last=False)
-
-    def _forget(self, path: str) -> None:
-        """The server lacks an item sent to ``path`` by reference (its cache evicted it, or another of its API
-        servers took the request): send each with its bytes again."""
-        for key in [key for key in self._sent if key[0] == path]:
-            del self._sent[key]
-
     async def media_call(self, path: str, body: Mapping[str, Any],
                          not_offered: frozenset[int] = frozenset()) -> Any:
-        """``call`` (POST) of a body with pictures or clips: those the server has processed go by reference; a
-        server that answers 400 (no longer holds one) gets the whole body at once."""
-        lean, keys = self._by_reference(path, body)
-        if lean is not body:
-            try:
-                out = await self.call("POST", path, dict(lean), not_offered)
-            except ServerRefusal as exc:
-                if exc.status != 400:
-                    raise
-                self._forget(path)
-            else:
-                self._remember(keys if out is not None else ())
-                return out
-        out = await self.call("POST", path, dict(body), not_offered)
-        self._remember(keys if out is not None else ())
-        return out
+        """``call`` (POST) of a body with pictures or clips, those the server holds by reference
+        (``SentMedia.send``)."""
+        return await self._media.send(path, body, lambda sent: self.call("POST", path, dict(sent), not_offered))
 
     async def _open_stream(self, path: str, body: Mapping[str, Any]) -> httpx.Response:
         """The open streamed response to ``body``, its pictures and clips as ``media_call`` sends them."""
-        lean, keys = self._by_reference(path, body)
-        client = self._client()
-        response = await client.send(client.build_request("POST", path, json=lean), stream=True)
-        if response.status_code == 400 and lean is not body:  # the server no longer holds an item: the bytes
-            await response.aclose()
-            self._forget(path)
-            response = await client.send(client.build_request("POST", path, json=body), stream=True)
-        if response.status_code >= 400:
-            text = (await response.aread()).decode(errors="replace")
-            await response.aclose()
-            raise self._status_error(response.status_code, text, path)
-        self._remember(keys)
-        return response
+        async def open_one(sent: Mapping[str, Any]) -> httpx.Response:
+            client = self._client()
+            response = await client.send(client.build_request("POST", path, json=sent), stream=True)
+            if response.status_code >= 400:
+                text = (await response.aread()).decode(errors="replace")
+                await response.aclose()
+                raise self._status_error(response.status_code, text, path)
+            return response
+        return await self._media.send(path, body, open_one)
 
     # --- connecting ----------------------------------------------------------------------------
 
