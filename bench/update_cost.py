@@ -14,7 +14,6 @@ import asyncio
 import json
 import time
 
-import gradio as gr
 from gradio.state_holder import SessionState
 
 from vlm_demo.conversation import Conversation, Exchange
@@ -22,9 +21,7 @@ from vlm_demo.engine import EngineManager
 from vlm_demo.profile import load_registry
 from vlm_demo.service import ChatService, Turn
 from vlm_demo.settings import Settings
-from vlm_demo.ui.app import wire
-from vlm_demo.ui.handlers import Handlers
-from vlm_demo.ui.layout import layout
+from vlm_demo.ui.app import build_page
 from vlm_demo.ui.stream import streaming_values, text_update
 from vlm_demo.ui.views import stats_data
 
@@ -37,9 +34,7 @@ def page():
     """The app's page (its Blocks, Page and the chat event's function), with no engine started."""
     settings = Settings.from_env()
     service = ChatService(load_registry(settings.models_file), EngineManager(settings), settings)
-    with gr.Blocks() as demo:
-        page = layout(service, MODEL)
-        wire(page, Handlers(service, page))
+    demo, page = build_page(service, MODEL)
     return demo, page, next(fn for fn in demo.fns.values() if fn.api_name == "chat")
 
 

@@ -73,14 +73,20 @@ def wire(page: Page, on: Handlers) -> None:
                            inputs_kwargs=named("compare"))
 
 
-def build_app(service: ChatService, default_model: str) -> gr.Blocks:
-    """The page: its layout, its handlers and the events between them."""
+def build_page(service: ChatService, default_model: str) -> tuple[gr.Blocks, Page]:
+    """The page's Blocks and components: its layout, its handlers and the events between them."""
     service.derive_controls()  # models whose entries offer no controls get their processors' (once, before the page)
     with gr.Blocks(title="vlm-demo") as demo:
         page = layout(service, default_model)
         handlers = Handlers(service, page)
         wire(page, handlers)
         demo.load(handlers.state_text, page.model, page.engine_state, api_name=False, queue=False)
+    return demo, page
+
+
+def build_app(service: ChatService, default_model: str) -> gr.Blocks:
+    """The page, with its queue as the settings say."""
+    demo, _ = build_page(service, default_model)
     demo.queue(default_concurrency_limit=service.settings.queue_concurrency, max_size=service.settings.queue_max_size)
     demo._queue.sleep_when_free = service.settings.queue_poll_s  # (Gradio's own: 1 ms, a busy loop when idle)
     return demo
