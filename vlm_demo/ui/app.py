@@ -13,6 +13,7 @@ from .contract import (API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, EXPORT_OUTPUT
                        endpoint_inputs)
 from .handlers import Handlers
 from .layout import ASSETS, CSS, Page, layout
+from .queue import waking
 
 
 def wire(page: Page, on: Handlers) -> None:
@@ -88,7 +89,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
     """The page, with its queue as the settings say."""
     demo, _ = build_page(service, default_model)
     demo.queue(default_concurrency_limit=service.settings.queue_concurrency, max_size=service.settings.queue_max_size)
-    demo._queue.sleep_when_free = service.settings.queue_poll_s  # (Gradio's own: 1 ms, a busy loop when idle)
+    waking(demo._queue, service.settings.queue_poll_s)  # (Gradio's own looks for events every 1 ms, even when idle)
     return demo
 
 

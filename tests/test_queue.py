@@ -1,0 +1,53 @@
+"""The page's event queue (``ui/queue.py``): idle, it does not look for events over and over; an event pushed to it
+starts at once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import gradio as gr
+import httpx
+
+from vlm_demo.ui.queue import IDLE_CHECK_S, WakingQueue, waking
+
+from .conftest import free_port
+
+
+def test_the_idle_queue_sleeps_and_a_pushed_event_starts_at_once(monkeypatch):
+    looks = []
+    real_len = WakingQueue.__len__
+    monkeypatch.setattr(WakingQueue, "__len__", lambda self: looks.append(1) or real_len(self))
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        box.submit(lambda text: text.upper(), box, box, api_name="upper")
+    demo.queue()
+    waking(demo._queue, 0.005)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        time.sleep(0.5)
+        looks.clear()
+        time.sleep(2.0)
+        assert len(looks) <= 2 * (2.0 / IDLE_CHECK_S + 1), len(looks)  # Gradio's loop: ~400 (every 5 ms)
+        waits = [asyncio.run(_started_after(f"http://127.0.0.1:{port}", f"q{i}")) for i in range(5)]
+        # (a push that did not wake the loop would wait for its next look: up to IDLE_CHECK_S, 0.5 s on average)
+        assert max(waits) < 0.1, waits
+    finally:
+        demo.close()
+
+
+async def _started_after(url: str, text: str) -> float:
+    """Seconds from joining the queue with ``text`` until the event's start message (``process_starts``)."""
+    session = f"s-{text}"
+    async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=10) as client:
+        t0 = time.perf_counter()
+        joined = await client.post("/gradio_api/queue/join", json={"data": [text], "fn_index": 0,
+                                                                  "session_hash": session, "event_data": None})
+        assert joined.status_code == 200, joined.text
+        async with client.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as stream:
+            async for line in stream.aiter_lines():
+                if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_starts":
+                    return time.perf_counter() - t0
+    raise AssertionError("no process_starts message")
