@@ -55,3 +55,13 @@ def test_loads_with_the_family_tokens(family, tmp_path):
 def test_unknown_family(tmp_path):
     with pytest.raises(KeyError, match="no tiny model"):
         tiny_model_dir("gpt", tmp_path)
+
+
+def test_two_threads_that_build_the_same_model_both_get_it(tmp_path):
+    """Two requests of one process that need the same tiny model at once (its builder just edited, say): one builds,
+    the other waits for that build (they shared the build folder and one failed before)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(lambda _: tiny_model_dir("llava", tmp_path), range(2))
+    assert first == second and (first / ".complete").exists()

@@ -119,7 +119,7 @@ class Settings:
     queue_max_size: int = 32
     """Requests the UI queue holds before it answers "busy"."""
     queue_poll_s: float = 0.005
-    """How often the page's queue looks for a free slot while events wait for one (``ui/queue.py``; while it has no
+    """How often the page's queue looks for a free slot while events wait for one (``ui/server.py``; while it has no
     event it sleeps until one is pushed, where Gradio's own loop looked every 1 ms: 41-43 ms of CPU a second idle)."""
     ui_update_interval_s: float = 0.25
     """Shortest time between two streamed UI updates (the first token shows at once). Each update costs the

@@ -9,12 +9,14 @@ equal the real checkpoints'; weights are random (vLLM's ``load_format="dummy"``)
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib
 import importlib.util
 import os
 import pkgutil
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,9 +56,13 @@ def _sources(module_name: str) -> list[Path]:
     return sorted(found)
 
 
+_BUILDING = threading.Lock()
+
+
+@functools.cache
 def _source_hash(family: str) -> str:
     """Hash of the builder, the family facts it imports and the shared helpers, so an edited builder builds into
-    a fresh folder."""
+    a fresh folder (read once a process: the Export panel asks for the model's folder at every answer)."""
     h, root = hashlib.sha256(), _HERE.parent.resolve()
     for path in _sources(f"{__name__}.{family}"):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
@@ -69,14 +75,17 @@ def tiny_model_dir(family: str, cache_dir: Path) -> Path:
     dest = cache_dir / f"tiny-{family}-{_source_hash(family)}"
     if (dest / ".complete").exists():
         return dest
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache_dir / f".building-{dest.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    build(tmp)
-    (tmp / ".complete").touch()
-    try:
-        os.rename(tmp, dest)
-    except OSError:  # another process finished the same build first
+    with _BUILDING:  # (one build at a time in a process: two requests' threads would share the folder below)
+        if (dest / ".complete").exists():
+            return dest
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = cache_dir / f".building-{dest.name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        build(tmp)
+        (tmp / ".complete").touch()
+        try:
+            os.rename(tmp, dest)
+        except OSError:  # another process finished the same build first
+            shutil.rmtree(tmp, ignore_errors=True)
     return dest

@@ -13,7 +13,7 @@ from .contract import (API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, EXPORT_OUTPUT
                        endpoint_inputs)
 from .handlers import Handlers
 from .layout import ASSETS, CSS, Page, layout
-from .queue import waking
+from .server import tuned, without_matplotlib_lookups
 
 
 def wire(page: Page, on: Handlers) -> None:
@@ -89,7 +89,8 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
     """The page, with its queue as the settings say."""
     demo, _ = build_page(service, default_model)
     demo.queue(default_concurrency_limit=service.settings.queue_concurrency, max_size=service.settings.queue_max_size)
-    waking(demo._queue, service.settings.queue_poll_s)  # (Gradio's own looks for events every 1 ms, even when idle)
+    tuned(demo._queue, service.settings.queue_poll_s)  # (Gradio's own looks for events every 1 ms, even when idle)
+    without_matplotlib_lookups()
     return demo
 
 

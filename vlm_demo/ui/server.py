@@ -1,6 +1,6 @@
-"""Gradio's event queue, woken by the events pushed to it instead of looking for them every millisecond.
+"""Gradio's server as the page runs it: work Gradio 6.31 does on every event that the page does not use, left out.
 
-Gradio 6.31's ``Queue.start_processing`` sleeps ``sleep_when_free`` (1 ms) and looks again while no event waits, and
+The queue is woken by the events pushed to it instead of looking for them every millisecond: Gradio 6.31's ``Queue.start_processing`` sleeps ``sleep_when_free`` (1 ms) and looks again while no event waits, and
 ``start_progress_updates`` every 10 ms: an idle app spent 41-43 ms of CPU per second on it, which at a real model's
 token or so per second was nearly all of the app's CPU per token, and each event waited for the next look. Here the
 idle loop waits for a push; while events wait for a free slot it looks every ``sleep_when_free`` as Gradio does.
@@ -11,8 +11,11 @@ The page reports no server-side progress (no ``gr.Progress``), so the progress l
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib.util
 import time
 
+import gradio.utils
 from gradio.queueing import Queue
 from gradio.utils import run_coro_in_background, set_task_name
 
@@ -79,10 +82,32 @@ class WakingQueue(Queue):
             self._cancel_asyncio_tasks()
 
 
-def waking(queue: Queue, poll_s: float) -> Queue:
+ANALYTICS_KEPT = 1000
+"""Events whose timings Gradio's queue keeps for its monitoring page (Gradio's default: 10,000)."""
+
+
+def tuned(queue: Queue, poll_s: float) -> Queue:
     """``queue`` (``Blocks.queue``'s, before the app starts) as a ``WakingQueue``; ``poll_s``: how often it looks
-    while events wait for a free slot."""
+    while events wait for a free slot. Its monitoring summary is never recomputed: Gradio rebuilds it after every
+    event from every event kept (a pandas DataFrame and a group-by: 3-5 ms an event at first, 12 ms with the 10,000
+    events a long-running app keeps), and the page does not show it."""
     queue.__class__ = WakingQueue
     queue.sleep_when_free = poll_s
     queue.progress_update_sleep_when_free = PROGRESS_POLL_S
+    queue.ANALYTICS_MAX_EVENTS = ANALYTICS_KEPT
+    queue.ANAYLTICS_CACHE_FREQUENCY = 2**62  # (sic: Gradio's name) never
     return queue
+
+
+class _NoBackendSwitch(contextlib.AbstractContextManager):
+    """Gradio's ``MatplotlibBackendMananger`` where matplotlib is not installed: it does nothing there, after
+    looking for matplotlib twice along ``sys.path`` (0.1 ms, at every event and every streamed update)."""
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def without_matplotlib_lookups() -> None:
+    """Where matplotlib is not installed, Gradio's events stop looking for it (``_NoBackendSwitch``)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        gradio.utils.MatplotlibBackendMananger = _NoBackendSwitch  # type: ignore[misc]

@@ -1,39 +1,51 @@
-"""The page's event queue (``ui/queue.py``): idle, it does not look for events over and over; an event pushed to it
-starts at once."""
+"""Gradio's server as the page runs it (``ui/server.py``): the idle queue does not look for events over and over, an
+event pushed to it starts at once, and an event does no work the page does not use."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.machinery
+import importlib.util
 import json
 import time
 
 import gradio as gr
 import httpx
 
-from vlm_demo.ui.queue import IDLE_CHECK_S, WakingQueue, waking
+from vlm_demo.ui.server import IDLE_CHECK_S, WakingQueue, tuned, without_matplotlib_lookups
 
 from .conftest import free_port
 
 
 def test_the_idle_queue_sleeps_and_a_pushed_event_starts_at_once(monkeypatch):
-    looks = []
+    looks, lookups = [], []
     real_len = WakingQueue.__len__
     monkeypatch.setattr(WakingQueue, "__len__", lambda self: looks.append(1) or real_len(self))
+    real_find = importlib.machinery.PathFinder.find_spec
+    monkeypatch.setattr(importlib.machinery.PathFinder, "find_spec", classmethod(
+        lambda cls, name, *args: lookups.append(name) or real_find(name, *args)))
     with gr.Blocks() as demo:
         box = gr.Textbox()
         box.submit(lambda text: text.upper(), box, box, api_name="upper")
     demo.queue()
-    waking(demo._queue, 0.005)
+    tuned(demo._queue, 0.005)
+    without_matplotlib_lookups()
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     try:
         time.sleep(0.5)
         looks.clear()
+        lookups.clear()
         time.sleep(2.0)
         assert len(looks) <= 2 * (2.0 / IDLE_CHECK_S + 1), len(looks)  # Gradio's loop: ~400 (every 5 ms)
         waits = [asyncio.run(_started_after(f"http://127.0.0.1:{port}", f"q{i}")) for i in range(5)]
         # (a push that did not wake the loop would wait for its next look: up to IDLE_CHECK_S, 0.5 s on average)
         assert max(waits) < 0.1, waits
+        # no work the page does not use: Gradio's monitoring summary (a pandas group-by over every event kept, after
+        # each event) and, where it is not installed, looking for matplotlib along sys.path twice an event
+        assert demo._queue.event_count_at_last_cache == 0 and demo._queue.events_recorded == 5
+        looked = "matplotlib" in lookups
+        assert importlib.util.find_spec("matplotlib") is not None or not looked
     finally:
         demo.close()
 
