@@ -29,6 +29,26 @@ def test_odd_modes_become_rgb(case, settings):
         assert all(abs(a - b) <= 3 for a, b in zip(image.getpixel(xy), rgb, strict=True)), (xy, image.getpixel(xy))
 
 
+def test_a_photo_is_turned_as_its_exif_orientation_says(settings):
+    """A phone's photo stored sideways with EXIF orientation 6 (turn 90 degrees clockwise) reaches the model upright,
+    from a file or from a Pillow image (which is left as it was)."""
+    import io
+
+    picture = Image.new("RGB", (60, 40), (200, 30, 30))
+    picture.paste((30, 30, 200), (0, 0, 30, 40))  # blue on the left: on top once turned clockwise
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    buffer = io.BytesIO()
+    picture.save(buffer, format="JPEG", exif=exif, quality=95)
+    opened = Image.open(io.BytesIO(buffer.getvalue()))
+    for source in (buffer.getvalue(), opened):
+        upright = load_image(source, settings)
+        assert upright.size == (40, 60)
+        top, bottom = upright.getpixel((20, 5)), upright.getpixel((20, 55))
+        assert top[2] > 150 > top[0] and bottom[0] > 150 > bottom[2], (top, bottom)
+    assert opened.size == (60, 40) and opened.getexif().get(0x0112) == 6  # the caller's image, untouched
+
+
 @pytest.mark.parametrize("case", list(REFUSED))
 def test_bad_files_are_refused_clearly(case, settings):
     make, message = REFUSED[case]
