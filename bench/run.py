@@ -1,6 +1,6 @@
 """Benchmark: the app against the raw vLLM engine, vLLM's own OpenAI server and a transformers-generate demo.
 
-    python bench/run.py [--quick] [--out DIR]
+    python bench/run.py [--quick] [--max-tokens N] [--out DIR]
 
 Runs, in one go on this machine, with the tiny models (one picture per request, fixed ``max_tokens``,
 ``ignore_eos``): (a) the raw ``AsyncLLM`` at 1, 4 and 8 concurrent streams; (b) the same load through
@@ -58,8 +58,7 @@ class Plan:
     """Three-turn conversations (two pictures in the first turn) per path and model."""
 
 
-def plan(quick: bool, interval: float) -> Plan:
-    tokens = 256
+def plan(quick: bool, interval: float, tokens: int = 256) -> Plan:
     if quick:
         return Plan(models=("tiny-qwen2.5-vl",), loads=(Load(1, 2, tokens), Load(4, 1, tokens), Load(8, 1, tokens)),
                     inspector_pairs=8, hf_requests=2, round_trips=1, intervals=(interval,), distinct=None,
@@ -319,6 +318,8 @@ def hf_results(model: str, data: dict, streams: tuple[int, ...]) -> list[Result]
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="one model, few requests (about 5 minutes)")
+    p.add_argument("--max-tokens", type=int, default=256, help="tokens per answer (ignore_eos; default 256; the "
+                   "test suite's run: 32, every path at a fraction of the time)")
     p.add_argument("--out", type=Path, default=None, help="where the table, JSON and plot go (default: docs/, "
                    "or bench/results-quick/ with --quick)")
     args = p.parse_args(argv)
@@ -326,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     from vlm_demo.settings import Settings
 
     interval = Settings.from_env().ui_update_interval_s
-    run_plan = plan(args.quick, interval)
+    run_plan = plan(args.quick, interval, args.max_tokens)
     started = time.perf_counter()
     info = {"machine": machine(), "mode": "quick" if args.quick else "full", "plan": asdict(run_plan),
             "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
