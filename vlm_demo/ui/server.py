@@ -40,9 +40,17 @@ class WakingQueue(Queue):
         self._event().set()
         return out
 
+    def close(self) -> None:
+        """Gradio's, and the idle loop woken to see it (``close`` comes from another thread)."""
+        super().close()
+        pushed, loop = self._pushed, getattr(self, "_loop", None)
+        if pushed is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(pushed.set)
+
     async def start_processing(self) -> None:
         """Gradio 6.31's loop (``gradio/queueing.py``), its idle look an awaited push."""
         pushed = self._event()
+        self._loop = asyncio.get_running_loop()
         try:
             while not self.stopped:
                 if len(self) == 0:
