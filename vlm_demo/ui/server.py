@@ -1,6 +1,7 @@
 """Gradio's server as the page runs it: work Gradio 6.31 does on every event that the page does not use, left out.
 
-The queue is woken by the events pushed to it instead of looking for them every millisecond: Gradio 6.31's ``Queue.start_processing`` sleeps ``sleep_when_free`` (1 ms) and looks again while no event waits, and
+The queue is woken by the events pushed to it instead of looking for them every millisecond: Gradio 6.31's
+``Queue.start_processing`` sleeps ``sleep_when_free`` (1 ms) and looks again while no event waits, and
 ``start_progress_updates`` every 10 ms: an idle app spent 41-43 ms of CPU per second on it, which at a real model's
 token or so per second was nearly all of the app's CPU per token, and each event waited for the next look. Here the
 idle loop waits for a push; while events wait for a free slot it looks every ``sleep_when_free`` as Gradio does.
@@ -29,6 +30,8 @@ class WakingQueue(Queue):
     """``Queue`` whose processing loop sleeps until an event is pushed (see the module's docstring)."""
 
     _pushed: asyncio.Event | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    """The loop the processing runs in (``close`` wakes it from another thread)."""
 
     def _event(self) -> asyncio.Event:
         if self._pushed is None:
@@ -43,7 +46,7 @@ class WakingQueue(Queue):
     def close(self) -> None:
         """Gradio's, and the idle loop woken to see it (``close`` comes from another thread)."""
         super().close()
-        pushed, loop = self._pushed, getattr(self, "_loop", None)
+        pushed, loop = self._pushed, self._loop
         if pushed is not None and loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(pushed.set)
 
