@@ -33,6 +33,7 @@ def registry(settings: Settings) -> Registry:
 @pytest.fixture(scope="session")
 async def engines(settings: Settings):
     manager = EngineManager(settings)
+    manager.warm()
     yield manager
     manager.shutdown_all()
 

@@ -219,6 +219,7 @@ async def test_an_engine_that_cannot_start_names_the_cause(problem, settings, re
             LlavaForConditionalGeneration(AutoConfig.from_pretrained(tiny)).save_pretrained(model_dir)
             AutoProcessor.from_pretrained(tiny).save_pretrained(model_dir)
         spec = ModelSpec(name="broken", label="Broken", family="llava", path=str(model_dir))
+    manager.warm()  # the engines' forkserver (not an engine's process) runs before the count
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(EngineStartError, match=expected[problem]) as caught:
         await manager.get(spec)

@@ -106,11 +106,15 @@ def _request(args: argparse.Namespace, settings: Settings):
     return registry, request
 
 
-async def _with_service(registry: Registry, settings: Settings, run):
+async def _with_service(registry: Registry, settings: Settings, run, engine: bool = True):
+    """``run(service)`` with a service of its own; ``engine``: the request starts an engine (its processes' imports
+    begin at once, beside the request's own work)."""
     from .engine import EngineManager
     from .service import ChatService
 
     engines = EngineManager(settings)
+    if engine:
+        engines.warm()
     try:
         return await run(ChatService(registry, engines, settings))
     finally:
@@ -126,7 +130,7 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     # Rendering needs vLLM's renderer only: no engine process starts (as ``vllm serve``'s own render).
     async def run(service):
         return await service.inspect(request, start_engine=False), await service.controls(request.model)
-    inspection, found = asyncio.run(_with_service(registry, settings, run))
+    inspection, found = asyncio.run(_with_service(registry, settings, run, engine=False))
     if args.json:
         out.write(json.dumps({**to_json(inspection), "controls": controls_json(found)}) + "\n")
         out.flush()
@@ -197,7 +201,7 @@ def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
                 return inspection, event.answer
         raise InputError("the answer did not finish")
 
-    inspection, answer = asyncio.run(_with_service(registry, settings, run))
+    inspection, answer = asyncio.run(_with_service(registry, settings, run, engine=args.answer is None))
     image = inspection.items["image"][-1]  # boxes refer to the last image
     placed = place(grounding.parse(answer), grounding, image.orig_size, image.processed_size)
     if args.json:

@@ -39,6 +39,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     name = args.model or os.environ.get("VLM_DEMO_MODEL") or registry.default(has_gpu()).name
     registry.get(name)  # unknown names fail here, before the server starts
     engines = EngineManager(settings)
+    engines.warm()  # engine processes' imports now, beside the page's build
     atexit.register(engines.shutdown_all)  # any other way out still stops the engines
     stop = StopSignals()
     if settings.start_at_launch:

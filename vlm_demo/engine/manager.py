@@ -20,6 +20,7 @@ from ..errors import EngineBusyError, EngineStartError, VlmDemoError
 from ..profile import Profile, profile, remember_derived
 from ..registry import EngineArgs, ModelSpec
 from ..settings import RENDERERS_KEPT, Settings
+from . import forkserver
 from .local import Engine
 from .remote import RemoteEngine
 from .renderer import Renderer
@@ -74,6 +75,11 @@ class EngineManager:
         """Each model's engine start in progress (or last ended), which callers share."""
         self.starts = 0
         """How many engines this manager has started (tests check singletons with it)."""
+
+    def warm(self) -> None:
+        """Get ready to start engines fast: the forkserver their processes come from imports torch and vLLM now, in
+        its own process (``forkserver.warm``; a few seconds, beside whatever this process does meanwhile)."""
+        forkserver.warm(self.settings)
 
     def state(self, name: str) -> EngineState | str:
         """Whether the model's engine is not loaded, loading or ready ("remote: URL" for an endpoint)."""

@@ -63,11 +63,15 @@ def environment(extra: Mapping[str, str]):
 
 
 def descendants() -> set[int]:
-    """Our child processes, less Python's multiprocessing resource tracker (it outlives engines)."""
+    """Our child processes, less Python's multiprocessing resource tracker and the engines' forkserver (both
+    outlive engines; the forkserver's children, engine processes, are counted)."""
+    import multiprocessing.forkserver
+
+    forkserver = multiprocessing.forkserver._forkserver._forkserver_pid  # noqa: SLF001 - the stdlib's only record
     pids = set()
     for proc in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if "multiprocessing.resource_tracker" not in " ".join(proc.cmdline()):
+            if proc.pid != forkserver and "multiprocessing.resource_tracker" not in " ".join(proc.cmdline()):
                 pids.add(proc.pid)
     return pids
 

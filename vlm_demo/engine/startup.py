@@ -20,6 +20,7 @@ from ..profile import Profile, profile
 from ..registry import AUTO, ModelSpec
 from ..settings import Settings
 from ..tiny_models import tiny_model_dir
+from . import forkserver
 from .local import Engine
 from .processes import (cpu_preload, descendants, engine_log_file, environment, has_gpu, logged_error, processes,
                         shared_memory)
@@ -159,11 +160,12 @@ def start_engine(spec: ModelSpec, settings: Settings, report: Any = None) -> Eng
     log_file = engine_log_file(settings)  # before the config, which takes vLLM's logging setup
     adapter, config = vllm_config(spec, settings, report)
     report("starting vLLM's engine processes (weights, memory profiling)")
+    forkserver.warm(settings)  # before the count of our processes: the forkserver is no engine's
     before = descendants()
     log_start = log_file.stat().st_size if log_file.exists() else 0
     t0 = time.perf_counter()
     try:
-        with environment(cpu_preload()):  # the engine core process starts in here
+        with environment(cpu_preload()), forkserver.engine_processes(settings):  # the engine core starts in here
             llm = AsyncLLM.from_vllm_config(config)
     except Exception as exc:  # vLLM raises many kinds; the user needs the cause in one line
         for proc in processes(frozenset(descendants() - before)):
