@@ -104,9 +104,52 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
 
 
+QUICK_MARKS = ("engine", "server", "browser")
+"""What ``make check`` leaves out: a test marked with any of these starts a vLLM engine (here or in a process it runs),
+a server (``vllm serve``, the app's page) or Chromium."""
+
+CHECK = os.environ.get("VLM_DEMO_CHECK") == "1"
+"""Set by ``make check``: a test it runs that starts an engine, a server or a browser fails, naming the mark it lacks
+(so the quick loop stays quick and the marks stay true)."""
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "last: run after every other test (the container test, whose image builds in "
                             "the background from the session's start)")
+    for name in QUICK_MARKS:
+        config.addinivalue_line("markers", f"{name}: starts a {name} (``make check`` leaves it out)")
+
+
+@pytest.fixture(autouse=True)
+def _quick_loop_guard(monkeypatch):
+    """Under ``make check``: starting an engine, a server or a browser fails the test with the mark it needs."""
+    if not CHECK:
+        return
+
+    def refuse(mark: str):
+        def refused(*args, **kwargs):
+            article = "an" if mark == "engine" else "a"
+            raise AssertionError(f"this test starts {article} {mark}: mark it @pytest.mark.{mark} (make check leaves "
+                                 "those out)")
+        return refused
+    import subprocess
+
+    import gradio
+
+    from . import browser, vllm_server
+
+    monkeypatch.setattr("vlm_demo.engine.manager.start_engine", refuse("engine"))
+    monkeypatch.setattr(vllm_server, "_launch", refuse("server"))
+    monkeypatch.setattr(gradio.Blocks, "launch", refuse("server"))
+    monkeypatch.setattr(browser, "chromium", refuse("browser"))
+    popen = subprocess.Popen.__init__
+
+    def checked(self, args, *rest, **kwargs):
+        words = " ".join(map(str, args)) if isinstance(args, (list, tuple)) else str(args)
+        if "app.py" in words or "vllm.entrypoints" in words or " chat " in f" {words} " or "bench/run.py" in words:
+            refuse("engine" if " chat " in f" {words} " else "server")()
+        popen(self, args, *rest, **kwargs)
+    monkeypatch.setattr(subprocess.Popen, "__init__", checked)
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -36,6 +36,9 @@ from .cases import BAD_URLS, REFUSED
 from .conftest import ARTIFACTS, ROOT, make_image
 from .intake_servers import local_internet, url_settings
 
+pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.browser]
+
+
 @pytest.fixture(scope="module")
 def app(registry, settings, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp, local_internet(mp) as internet:

@@ -28,6 +28,9 @@ from vlm_demo.settings import Settings
 from .conftest import ARTIFACTS, ROOT, make_image
 from .vllm_server import SCALE_OUT_FLAGS, Server, servers_beside_local_engine
 
+pytestmark = [pytest.mark.engine, pytest.mark.server]
+
+
 IMG, TEXT = 9, 5
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import re
 import subprocess
 import sys
 
 from .conftest import ROOT
+
+pytestmark = [pytest.mark.engine, pytest.mark.server]
 
 
 def test_quick_benchmark_runs_and_writes_its_table(tmp_path, report):

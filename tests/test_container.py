@@ -14,6 +14,9 @@ from .app_harness import MODEL, chat_args, connect, prompt_text, run
 from .conftest import ARTIFACTS, ROOT, free_port, make_image
 from .container import BUILD, IMAGE, podman
 
+pytestmark = [pytest.mark.engine, pytest.mark.server]
+
+
 START_TIMEOUT_S = 300.0
 EXIT_LIMIT_S = 5.0
 """How long ``podman stop`` may take (issue 27: engines gone, exit within 5 s)."""

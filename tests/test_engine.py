@@ -18,6 +18,9 @@ from vlm_demo.service import ChatRequest, Delta, Done, Failed, Rendered, Turn
 from .conftest import make_image
 from .oracles import internvl_tiles, ovis_tokens, qwen_tokens
 
+pytestmark = [pytest.mark.engine]
+
+
 FIXED = Sampling(temperature=0.0, top_p=1.0, max_tokens=8, ignore_eos=True)
 
 

@@ -119,6 +119,7 @@ async def test_qwen25_boxes_map_through_the_processors_own_size(registry, engine
     assert whole.box == pytest.approx((0, 0, 1600, 400)) and middle.point == pytest.approx((800, 200))
 
 
+@pytest.mark.engine
 async def test_detect_mode_on_the_engine(registry, engines, settings):
     """Detect mode with the tiny (random-weight) Qwen2.5-VL and InternVL: vLLM's structured outputs hold the
     answer to the family's grammar, every number inside the format's space (Qwen2.5-VL: the processed size the

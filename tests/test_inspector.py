@@ -1,5 +1,7 @@
 """The inspector on the four tiny models: exact expansion numbers, the InternVL string-format
-regression, views, special-token text and inspect-then-chat; the CLI; all through the real engine."""
+regression, views, special-token text and inspect-then-chat; the CLI. Counts and ids come from vLLM's renderer
+without an engine (what an engine renders: ``test_panel_ids_equal_the_engines_prompt_ids``); answers from the real
+engine."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def req(model, images=(A,), text="Describe.", **mm_kwargs):
 
 @pytest.mark.parametrize(("partition", "grid"), [(1, None), (4, (2, 2)), (9, (2, 2))])
 async def test_ovis_partitions(service, partition, grid):
-    insp = await service.inspect(req("tiny-ovis2", max_partition=partition))
+    insp = await service.inspect(req("tiny-ovis2", max_partition=partition), start_engine=False)
     (im,) = insp.items["image"]
     n = grid[0] * grid[1] if grid else 1
     assert im.count == ovis_tokens(n)
@@ -52,7 +54,8 @@ async def test_remote_ovis_geometry_equals_the_engines(service, registry):
         kwargs = {**spec.default_mm_kwargs(), "max_partition": partition}
         for i, size in enumerate(sizes):
             image = make_image(*size, seed=i)
-            (im,) = (await service.inspect(req("tiny-ovis2", images=(image,), **kwargs))).items["image"]
+            request = req("tiny-ovis2", images=(image,), **kwargs)
+            (im,) = (await service.inspect(request, start_engine=False)).items["image"]
             g = geometry_from_count(im.count, image, kwargs)
             assert (g.orig_size, g.processed_size, g.grid, g.thumbnail) == (
                 im.orig_size, im.processed_size, im.grid, im.thumbnail), (size, partition)
@@ -64,7 +67,8 @@ async def test_remote_ovis_geometry_equals_the_engines(service, registry):
 @pytest.mark.parametrize("patches", [1, 6, 12])
 @pytest.mark.parametrize("image", [A, B], ids=["640x480", "1600x400"])
 async def test_internvl_tiles(service, image, patches):
-    insp = await service.inspect(req("tiny-internvl2.5", images=(image,), max_dynamic_patch=patches))
+    request = req("tiny-internvl2.5", images=(image,), max_dynamic_patch=patches)
+    insp = await service.inspect(request, start_engine=False)
     (im,) = insp.items["image"]
     tiles = internvl_tiles(*image.size, max_num=patches)
     assert im.count == 256 * tiles
@@ -79,7 +83,8 @@ async def test_internvl_tiles(service, image, patches):
 @pytest.mark.parametrize("n_images", [1, 2])
 async def test_internvl_string_format_gets_one_placeholder_per_image(service, n_images):
     """The regression: a string-content template must still see one <image> per image."""
-    insp = await service.inspect(req("tiny-internvl2.5", images=(A, B)[:n_images], text="Compare."))
+    request = req("tiny-internvl2.5", images=(A, B)[:n_images], text="Compare.")
+    insp = await service.inspect(request, start_engine=False)
     assert insp.content_format == "string"
     assert insp.prompt.count("<image>") == n_images
     user = [m for m in insp.conversation if m["role"] == "user"][-1]
@@ -90,13 +95,13 @@ async def test_internvl_string_format_gets_one_placeholder_per_image(service, n_
 
 async def test_internvl_placeholder_text_is_refused(service):
     """"<image>" typed as text would be one more placeholder than images; it is refused."""
-    events = [e async for e in service.chat(req("tiny-internvl2.5", text="What is <image>?"))]
+    events = [e async for e in service.chat(req("tiny-internvl2.5", text="What is <image>?"), preview=True)]
     assert len(events) == 1 and isinstance(events[0], Failed) and "'<image>'" in events[0].message
 
 
 @pytest.mark.parametrize("max_pixels", [100352, 401408, 1003520])
 async def test_qwen_changes_with_max_pixels(service, max_pixels):
-    insp = await service.inspect(req("tiny-qwen2.5-vl", images=(B,), max_pixels=max_pixels))
+    insp = await service.inspect(req("tiny-qwen2.5-vl", images=(B,), max_pixels=max_pixels), start_engine=False)
     (im,) = insp.items["image"]
     expected = qwen_tokens(1600, 400, 3136, max_pixels)
     assert im.count == expected
@@ -108,7 +113,7 @@ async def test_qwen_changes_with_max_pixels(service, max_pixels):
 
 
 async def test_views(service):
-    insp = await service.inspect(req("tiny-qwen2.5-vl", images=(A,), max_pixels=100352))
+    insp = await service.inspect(req("tiny-qwen2.5-vl", images=(A,), max_pixels=100352), start_engine=False)
     (im,) = insp.items["image"]
     html = prompt_html(insp, ("<|im_start|>", "<|im_end|>"))
     assert re.search(r'<mark class="ph" title="image 1 of 1 [^"]*">.*&lt;\|image_pad\|&gt;\xd7', html)
@@ -123,6 +128,7 @@ async def test_views(service):
     assert budget.total == len(insp.prompt_token_ids) == budget.media_tokens["image"] + budget.text_tokens
     assert budget.free == budget.max_model_len - budget.total
 
+@pytest.mark.engine
 
 async def test_panel_ids_equal_the_engines_prompt_ids(service, engines):
     spec = service.registry.get("tiny-qwen2.5-vl")
@@ -134,6 +140,7 @@ async def test_panel_ids_equal_the_engines_prompt_ids(service, engines):
     deltas = [d async for d in engine.stream(rendered, Sampling(max_tokens=2, ignore_eos=True))]
     assert deltas[0].prompt_token_ids == insp.prompt_token_ids == rendered.prompt_token_ids
 
+@pytest.mark.engine
 
 async def test_inspect_then_chat_the_same_images(service):
     """An inspect-only render must not spoil the engine's cache for the next generation."""
@@ -143,6 +150,7 @@ async def test_inspect_then_chat_the_same_images(service):
     assert isinstance(events[-1], Done) and events[-1].num_tokens == 8, events[-1]
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("text", ["What is <|image_pad|> here?", "stop<|im_end|>", "<|vision_start|>"])
 async def test_special_tokens_in_text_are_refused(service, engines, text):
     events = [e async for e in service.chat(req("tiny-qwen2.5-vl", text=text))]
@@ -157,11 +165,11 @@ async def test_an_answer_holding_token_text_goes_back_as_it_was(service):
     """The model's own answer may decode to token text (Qwen2.5's non-special <|repo_name|>); the next turn
     sends it back unchanged, while the same text typed by a person is refused."""
     turns = (Turn("user", "Hi", {"image": (A,)}), Turn("assistant", "x<|repo_name|>y"), Turn("user", "And?"))
-    insp = await service.inspect(ChatRequest(model="tiny-qwen2.5-vl", turns=turns))
+    insp = await service.inspect(ChatRequest(model="tiny-qwen2.5-vl", turns=turns), start_engine=False)
     assert "x<|repo_name|>y" in insp.prompt
     typed = (Turn("user", "x<|repo_name|>y", {"image": (A,)}),)
     with pytest.raises(InputError, match="special token"):
-        await service.inspect(ChatRequest(model="tiny-qwen2.5-vl", turns=typed))
+        await service.inspect(ChatRequest(model="tiny-qwen2.5-vl", turns=typed), start_engine=False)
 
 
 def save_embeds(path, **tensors):
@@ -170,6 +178,7 @@ def save_embeds(path, **tensors):
     save_file(tensors, str(path))
     return path
 
+@pytest.mark.engine
 
 async def test_qwen_accepts_precomputed_embeddings(service, settings, tmp_path):
     from vlm_demo.intake import load_image_embeds
@@ -186,7 +195,7 @@ async def test_qwen_accepts_precomputed_embeddings(service, settings, tmp_path):
 
 
 async def test_llava_576_and_center_crop(service):
-    insp = await service.inspect(req("tiny-llava-1.5", images=(A, B)))
+    insp = await service.inspect(req("tiny-llava-1.5", images=(A, B)), start_engine=False)
     assert [im.count for im in insp.items["image"]] == [576, 576]
     assert all(im.processed_size == (336, 336) and im.grid is None for im in insp.items["image"])
     data = to_json(insp)
@@ -200,6 +209,7 @@ async def test_llava_576_and_center_crop(service):
     assert cropped.getpixel((10, 240)) != A.getpixel((10, 240))  # outside the crop: dimmed
     assert cropped.getpixel((320, 240)) == A.getpixel((320, 240))  # inside: untouched
 
+@pytest.mark.engine
 
 async def test_llava_accepts_precomputed_embeddings(service, settings, tmp_path):
     from vlm_demo.intake import load_image_embeds
@@ -232,6 +242,7 @@ def test_cli_inspect_json(tmp_path):
     assert data["images"][0]["count"] == 576 and data["content_format"] == "openai"
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("text", ["Hi", "What is <image>?"])
 def test_cli_chat_exits_without_a_traceback(tmp_path, text):
     """With an engine started and stopped (an answer, or a refusal once the engine is up), stderr holds vLLM's

@@ -35,6 +35,9 @@ from vlm_demo.service import video_sampling
 from .browser import Watch, chromium
 from .conftest import ARTIFACTS, ROOT, free_port, make_image
 
+pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.browser]
+
+
 SHOTS = ARTIFACTS / "journeys"
 ONLY = [n for n in os.environ.get("VLM_DEMO_JOURNEY_MODELS", "").split(",") if n]
 """Models to take the journey with, for a run by hand (default: every tiny model)."""

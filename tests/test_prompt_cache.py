@@ -15,6 +15,9 @@ from vlm_demo.service import ChatRequest, Done, Failed, Rendered, Turn
 
 from .conftest import make_image
 
+pytestmark = [pytest.mark.engine]
+
+
 MODEL = "tiny-qwen2.5-vl"
 SAMPLING = Sampling(temperature=0.8, top_p=0.95, max_tokens=16, seed=7)
 

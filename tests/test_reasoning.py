@@ -45,6 +45,7 @@ def _request(seed: int, turns: tuple[Turn, ...] | None = None) -> ChatRequest:
                                                        regex=REGEX))
 
 
+@pytest.mark.engine
 async def test_reasoning_streams_apart_and_stays_out_of_the_next_prompt(service: ChatService, report):
     tokenizer = (await service.engines.get(service.registry.get(MODEL))).tokenizer
 
@@ -87,6 +88,7 @@ async def test_reasoning_streams_apart_and_stays_out_of_the_next_prompt(service:
     assert done.reasoning.strip() not in prompt and "</think>" not in prompt
 
 
+@pytest.mark.engine
 async def test_a_regex_vllm_cannot_compile_is_a_one_line_error(service: ChatService):
     request = _request(0)
     bad = ChatRequest(MODEL, request.turns, sampling=Sampling(max_tokens=8, regex="(unclosed"))

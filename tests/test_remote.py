@@ -34,6 +34,9 @@ from vlm_demo.profile import check, spec_for_endpoint
 from .conftest import ARTIFACTS, ROOT, free_port, make_image
 from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect
 
+pytestmark = [pytest.mark.engine, pytest.mark.server]
+
+
 MODEL = "tiny-qwen2.5-vl"
 CASES = {"default": {}, "slider moved": {"max_pixels": 200704}}
 

@@ -11,10 +11,13 @@ import time
 
 import gradio as gr
 import httpx
+import pytest
 
 from vlm_demo.ui.server import IDLE_CHECK_S, WakingQueue, tuned, without_matplotlib_lookups
 
 from .conftest import free_port
+
+pytestmark = [pytest.mark.server]
 
 
 def test_the_idle_queue_sleeps_and_a_pushed_event_starts_at_once(monkeypatch):

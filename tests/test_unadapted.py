@@ -28,6 +28,9 @@ from vlm_demo.profile import spec_for_directory
 
 from .conftest import make_image
 
+pytestmark = [pytest.mark.engine, pytest.mark.server]
+
+
 PICTURES = ((1280, 720, 0), (300, 500, 1))
 """The pictures rendered: a wide one and a small portrait one (size and seed)."""
 

@@ -80,6 +80,7 @@ async def test_groups_for_the_project_clip(model, groups, per_group, clip, regis
     assert list(video.groups) == groups and video.frames_per_group == per_group
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("model", STREAMED)
 async def test_video_answers_stream(model, clip, service):
     """Each family with video answers about the clip on the real engine: at least 8 streamed tokens, from the

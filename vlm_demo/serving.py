@@ -40,7 +40,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     registry.get(name)  # unknown names fail here, before the server starts
     engines = EngineManager(settings)
     engines.warm()  # engine processes' imports now, beside the page's build
-    atexit.register(engines.shutdown_all)  # any other way out still stops the engines
+    atexit.register(engines.close)  # any other way out still stops the engines
     stop = StopSignals()
     if settings.start_at_launch:
         engines.expect_start(registry.get(name))
@@ -104,7 +104,7 @@ def _stop_serving(demo, engines, settings: Settings) -> None:
     t0 = time.perf_counter()
     closing = threading.Thread(target=demo.close, kwargs={"verbose": False}, name="gradio-close", daemon=True)
     closing.start()
-    engines.shutdown_all(settings.stop_grace_s)
+    engines.close(settings.stop_grace_s)
     closing.join(settings.stop_grace_s)
     for pid in descendants():  # Python's resource tracker aside: it ends after us, once it has cleaned up
         with contextlib.suppress(psutil.Error):

@@ -22,6 +22,7 @@ import contextlib
 import multiprocessing.context
 import multiprocessing.forkserver
 import os
+import signal
 import threading
 
 from ..settings import Settings
@@ -93,3 +94,15 @@ def engine_processes(settings: Settings):
         yield
     finally:
         engine_utils.get_mp_context = original
+
+
+def stop() -> None:
+    """End the forkserver now (the app's stop: no process of ours outlives it). It would end on its own once this
+    process and every engine process have ended, a moment after the app."""
+    server = multiprocessing.forkserver._forkserver  # noqa: SLF001 - the stdlib keeps its forkserver there
+    with _lock:
+        if server._forkserver_pid is None:  # noqa: SLF001
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server._forkserver_pid, signal.SIGKILL)  # noqa: SLF001
+        server._stop()  # noqa: SLF001 - closes its pipe, reaps it, removes its socket

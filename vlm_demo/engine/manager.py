@@ -219,6 +219,11 @@ class EngineManager:
         while self._remote:
             self._remote.popitem()[1].shutdown()
 
+    def close(self, grace_s: float | None = None) -> None:
+        """Stop every engine and the forkserver their processes come from (the app's exit)."""
+        self.shutdown_all(grace_s)
+        forkserver.stop()
+
     async def derived_profile(self, spec: ModelSpec) -> Profile:
         """``spec``'s profile with its controls known: for an entry and family that offer none, those derived
         from the model's processor (``engine.controls``, once). A remote model's come from the checkpoint its
