@@ -4,10 +4,12 @@ imported torch and vLLM once; now).
     python -m bench.engine_start [--runs 2] [--real-size] [--out docs/launch.md]
 
 Each run is a fresh process per way of starting (alternating), which does what the app does: it makes its engine
-manager (the app warms the forkserver as it starts), then starts model A as the app's first engine (``at launch``),
+manager (which starts the forkserver), then at once starts model A (``at launch``: as the CLI does; the app's page
+takes longer to come up than the forkserver to import, so its first start finds it ready),
 switches to model B (A stopped, B started: ``switch``) and back to A (``switch back``), each start with one question
 answered after it. The phases come from the app's own marks and vLLM's log lines, timed to the millisecond:
 
+- stopping the previous engine: a switch's (one engine at a time here);
 - config and processor: the app reads the model's configuration (vLLM's config; the tiny model's files checked);
 - engine core process: its process begins, up to vLLM's "Initializing a V1 LLM engine" (spawn: a new interpreter
   importing torch and vLLM);
@@ -44,6 +46,7 @@ MODES = {"before": "0", "now": "1"}
 """Ways of starting: ``VLM_DEMO_FORKSERVER`` for each (vLLM's spawn, the app's forkserver)."""
 STEPS = ("at launch", "switch", "switch back")
 PHASES = {
+    "stopping the previous engine": None,
     "config and processor": None,
     "engine core process": "Initializing a V1 LLM engine",
     "worker process": "Starting to load model",
@@ -72,7 +75,8 @@ def log_config(path: Path) -> Path:
 def phases(marks: dict[str, float], lines: list[tuple[float, str]]) -> dict[str, float]:
     """Seconds per phase of one start: ``marks`` (the app's: ``call``, ``config``, ``ready``) and the log lines
     written between the call and ready."""
-    ends = {"config and processor": marks["config"], "ready": marks["ready"]}
+    ends = {"stopping the previous engine": marks.get("stopped", marks["call"]), "config and processor": marks["config"],
+            "ready": marks["ready"]}
     for name, text in PHASES.items():
         if text is None:
             continue
@@ -105,6 +109,8 @@ async def child(models: list[str], log: Path) -> dict[str, dict[str, float]]:
         marks: dict[str, float] = {}
 
         def _phase(self, name: str, phase: str, **fields: int) -> None:
+            if phase.startswith(("building", "reading", "downloading")):
+                self.marks.setdefault("stopped", time.time())
             if phase.startswith("starting vLLM"):
                 self.marks["config"] = time.time()
             super()._phase(name, phase, **fields)
