@@ -115,3 +115,15 @@ def texts(chat: list) -> list[str]:
 def prompt_text(out: dict) -> str:
     """The rendered prompt panel as plain text."""
     return html.unescape(re.sub(r"<[^>]+>", "", out["prompt"]))
+
+
+def on_model(page, label: str) -> None:
+    """The page (Playwright) with its picker on the model labelled ``label``, as a person picks it: a new tab opens
+    on the model whose engine was used last."""
+    picker = page.locator("#model input")
+    picker.wait_for()
+    page.wait_for_function("() => /engine:/.test(document.querySelector('#engine-state').innerText)")
+    if picker.input_value() != label:
+        picker.click()
+        page.get_by_role("option", name=label, exact=True).click()
+    page.wait_for_function("l => document.querySelector('#engine-state').innerText.startsWith(l)", arg=label)

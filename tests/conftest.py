@@ -18,6 +18,9 @@ from vlm_demo.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+# Engines kept warm: about three tiny models' in each manager (the tests' own, and each app a test starts), so the
+# tests' engines, servers, apps and browsers stay within a 24 GiB machine
+os.environ.setdefault("VLM_DEMO_ENGINES_MEMORY_GIB", "6")
 
 
 @pytest.fixture(scope="session")

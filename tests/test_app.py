@@ -29,7 +29,7 @@ from vlm_demo.ui.app import build_app
 from vlm_demo.ui.contract import STATE_INPUTS, api_inputs, control_names, endpoint_inputs, named_outputs
 from vlm_demo.ui.views import image_file
 
-from .app_harness import (MODEL, OTHER, App, chat_args, message, named, page, prompt_text, run, texts,
+from .app_harness import (MODEL, OTHER, App, chat_args, message, named, on_model, page, prompt_text, run, texts,
                           wait_until)
 from .browser import LOG_PROBLEMS, chromium
 from .cases import BAD_URLS, REFUSED
@@ -119,7 +119,7 @@ def test_streams_an_answer_with_the_three_panels(app, picture):
     updates = list(job)
     out = named(*updates, job.result())
     assert len(updates) >= 3, "the answer should stream in several updates"
-    assert set(out) == {"chat", "stats", "stats_data", "boxes"}  # what changes while it streams; the panels:
+    assert set(out) == {"chat", "stats", "stats_data", "boxes", "message_note"}  # what changes while it streams; the panels:
     out |= named_outputs("panels", client.predict(api_name="/panels"))
     assert "content format: <b>openai</b>" in out["prompt"]
     # the expanded tokens: the image's run, one part per row of its token grid, between its markers
@@ -225,8 +225,9 @@ def test_bad_upload_is_a_clear_error_and_nothing_breaks(app, tmp_path, picture):
 
 
 def test_retry_undo_and_compare(app, picture):
-    """Two Retries answer the same question again; Undo removes the last exchange (and on an empty chat does
-    nothing); a refused message changes nothing; Compare inspects two settings with the same controls."""
+    """Two Retries answer the same question again; Undo removes the last exchange, its stats line with it (and on
+    an empty chat does nothing); a refused message stays in the chat with why, and is never sent again; Compare
+    inspects two settings with the same controls."""
     url, engines, registry = app
     client = Client(url, verbose=False)
     assert named_outputs("undo", client.predict(api_name="/undo"))["chat"] == []  # an empty chat
@@ -241,19 +242,25 @@ def test_retry_undo_and_compare(app, picture):
         assert texts(retried["chat"])[0] == "What is in this picture?"
         assert retried["stats_data"]["status"] == "done" and retried["stats_data"]["tokens"] > 0
         assert prompt_text(retried).count("<|im_start|>user") == 1
-    with pytest.raises(AppError, match="special token"):  # refused: nothing changes
-        client.predict(*chat_args(registry, None, text="say <|im_start|>"), api_name="/chat")
+    refused = client.submit(*chat_args(registry, None, text="say <|im_start|>"), api_name="/chat")
+    with pytest.raises(AppError, match="special token"):  # refused: the turn shows why, and goes no further
+        refused.result()
+    shown = named_outputs("chat", refused.outputs()[-1])["chat"]
+    assert texts(shown)[-2:] == ["say <|im_start|>", texts(shown)[-1]] and "[failed: " in texts(shown)[-1]
+    assert "special token" in texts(shown)[-1]
     longer = run(client.submit(*chat_args(registry, None, text="And the colours?"), api_name="/chat"), client)
-    assert texts(longer["chat"])[::2] == ["What is in this picture?", "And the colours?"]
+    assert texts(longer["chat"])[::2] == ["What is in this picture?", "say <|im_start|>", "And the colours?"]
     prompt = prompt_text(longer)
     assert prompt.count("<|im_start|>user") == 2 and prompt.count("<|im_start|>assistant") == 2
-    assert "<|im_start|>" not in texts(longer["chat"])[1]
+    assert "<|im_start|>" not in texts(longer["chat"])[1]  # (the refused turn is not sent: two user turns)
     cache = longer["stats_data"]  # turn 2 re-sends turn 1 (its picture too): vLLM's prefix cache serves it
     assert 0 < cache["cached_tokens"] < cache["prompt_tokens"], cache
     assert f"{cache['cached_tokens']:,} from vLLM's prefix cache" in longer["stats"]
-    assert len(named_outputs("undo", client.predict(api_name="/undo"))["chat"]) == 2
+    undone = named_outputs("undo", client.predict(api_name="/undo"))
+    assert len(undone["chat"]) == 4 and undone["stats"] == "" and undone["boxes"]["data"] in ([], [[]])
+    assert len(named_outputs("undo", client.predict(api_name="/undo"))["chat"]) == 2  # the refused turn too
     out = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL), api_name="/inspect"))
-    assert prompt_text(out).count("<|im_start|>user") == 1  # the conversation as shown: one exchange
+    assert prompt_text(out).count("<|im_start|>user") == 1  # the conversation as sent: the answered exchange
     a, _, b, _ = client.predict(*api_inputs(registry, "compare", MODEL, message("Count the shops.", picture),
                                             controls={"max_pixels": 100352}, controls_b={"max_pixels": 401408}),
                                 api_name="/compare")
@@ -319,6 +326,7 @@ def test_in_a_real_browser(app, picture, clean_log):
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1600, "height": 1100})
         page.goto(url)
+        on_model(page, registry.get(MODEL).display_label)
         page.locator("#question input[type=file]").set_input_files(str(picture))
         page.locator("#sampling").get_by_text("Sampling").click()
         page.locator("#seed input").fill("1")  # a seed whose (random-weight) answer runs long
@@ -365,6 +373,7 @@ def test_stop_retry_undo_in_a_real_browser(long_answers, clean_log):
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1600, "height": 1100})
         page.goto(url)
+        on_model(page, registry.get(MODEL).display_label)
         page.locator("#sampling").get_by_text("Sampling").click()
         page.locator("#max-tokens input[type=number]").fill("2048")
         page.locator("#max-tokens input[type=number]").press("Enter")
@@ -618,8 +627,11 @@ def test_engine_killed_mid_answer(long_answers, picture):
                    for pid in engine.child_pids)
 
 
-def test_switch_waits_for_other_users_then_refuses(app, picture):
+def test_switch_waits_for_other_users_then_refuses(app, picture, monkeypatch):
+    """Where the new model's engine does not fit beside the running one (here: one engine at a time), a switch
+    waits for another user's answer on it, then refuses; where it fits, the other user's answer goes on."""
     url, engines, registry = app
+    monkeypatch.setattr(engines, "settings", dataclasses.replace(engines.settings, max_engines=1))
     # Random weights end answers early, so "another user" is a long request (ignore_eos) started on
     # the app's own engine, in the app's event loop.
     Client(url, verbose=False).predict(*chat_args(registry, picture, max_tokens=1), api_name="/chat")
@@ -638,6 +650,10 @@ def test_switch_waits_for_other_users_then_refuses(app, picture):
         with pytest.raises(AppError, match="cannot switch to tiny-llava-1.5 now"):
             Client(url, verbose=False).predict(OTHER, api_name="/load_model")
         assert engines.loaded() == [MODEL]
+        monkeypatch.setattr(engines, "settings", dataclasses.replace(engines.settings, max_engines=2))
+        assert "ready" in Client(url, verbose=False).predict(OTHER, api_name="/load_model")
+        assert engines.loaded() == [MODEL, OTHER]
+        future.result(timeout=120)  # the other user's answer went on to its end (a cut one raises here)
     finally:
         future.cancel()
 
@@ -648,7 +664,7 @@ def test_switching_models(app, picture):
     client = Client(url, verbose=False)
     state = client.predict(OTHER, api_name="/load_model")
     assert "Tiny LLaVA-1.5" in state and "ready" in state and "random weights" in state
-    assert engines.loaded() == [OTHER]
+    assert engines.loaded()[-1] == OTHER  # (the other model's engine stays warm beside it, while it fits)
     out = run(client.submit(*chat_args(registry, picture, model=OTHER), api_name="/chat"), client)
     assert out["table"]["data"][0][2] == 576
 
@@ -763,6 +779,7 @@ def test_a_video_in_a_real_browser(app, clean_log):
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1600, "height": 1100})
         page.goto(url)
+        on_model(page, registry.get(MODEL).display_label)
         page.locator("#slider-fps").wait_for(timeout=30_000)
         assert not page.locator("#slider-num_frames").is_visible()
         page.locator("#question input[type=file]").set_input_files(str(CLIP))
@@ -820,6 +837,7 @@ def test_detect_draws_the_box_in_a_real_browser(app, picture, clean_log):
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1600, "height": 1100})
         page.goto(url)
+        on_model(page, registry.get(MODEL).display_label)
         page.locator("#detect textarea").fill("the yellow band")
         page.locator("#question input[type=file]").set_input_files(str(picture))
         page.locator("#question textarea").fill("Find it.")

@@ -128,12 +128,13 @@ async def test_stopping_the_consumer_aborts_the_request(service, engines):
 
 
 async def test_switching_models_ends_the_previous_engine(service, engines, monkeypatch):
-    """A question to a model whose engine is starting, and a switch to another model meanwhile (the page's
-    picker): the question ends (its answer, or one line saying its engine was stopped for the other model, where
-    the switch came before the question reached it; it used to wait forever), and the first engine's processes
-    end."""
+    """Where only one engine fits (``max_engines`` 1): a question to a model whose engine is starting, and a switch
+    to another model meanwhile (the page's picker): the question ends (its answer, or one line saying its engine was
+    stopped for the other model, where the switch came before the question reached it; it used to wait forever),
+    and the first engine's processes end."""
     from vlm_demo.engine import Engine
 
+    monkeypatch.setattr(engines, "settings", dataclasses.replace(engines.settings, max_engines=1))
     llava, qwen = service.registry.get("tiny-llava-1.5"), service.registry.get("tiny-qwen2.5-vl")
     await engines.shutdown(llava.name)  # the question starts it
     retired: list[frozenset[int]] = []
@@ -201,7 +202,7 @@ async def test_an_engine_that_cannot_start_names_the_cause(problem, settings, re
     spec = registry.get("tiny-llava-1.5")
     expected = {"no such directory": "is not a model directory", "not a model": "is not a model directory",
                 "broken config": "could not start broken .*no_such_architecture",
-                "not enough memory": "not enough memory to start",
+                "not enough memory": "cannot start here: does not fit memory: needs about 100000.8 GiB",
                 # the engine process's own error, not "Engine core initialization failed. See root cause above"
                 "weights vLLM cannot load": r"could not start broken .*Error: .*vision_tower"}
     if problem == "not enough memory":
@@ -230,3 +231,45 @@ async def test_an_engine_that_cannot_start_names_the_cause(problem, settings, re
     assert manager.loaded() == [] and manager.state(spec.name) == "not loaded"
     left = {p.pid for p in psutil.Process().children(recursive=True)} - before
     assert not [p for p in left if "resource_tracker" not in " ".join(psutil.Process(p).cmdline())]
+
+
+async def test_engines_of_recent_models_stay_warm(service, engines):
+    """Switching back to a model used a moment ago answers from its engine, still up (no start): engines stay while
+    they fit the memory budget, each counted with the memory its processes took; the status every tab shows lists
+    them, the one used last first."""
+    llava, qwen = service.registry.get("tiny-llava-1.5"), service.registry.get("tiny-qwen2.5-vl")
+    await engines.get(qwen)
+    await engines.get(llava)
+    before = engines.starts
+    first = await engines.get(qwen)
+    assert engines.starts == before and set(engines.loaded()) >= {llava.name, qwen.name}
+    assert [name for name, _ in engines.states()][:2] == [qwen.name, llava.name]
+    assert engines.current() == qwen.name
+    assert 0.5 < first.footprint_gib < 4, first.footprint_gib  # the KV cache (1 GiB here) and two processes
+    rendered, done = await ask(service, qwen.name, make_image(64, 48))
+    assert done.num_tokens >= 1 and engines.starts == before
+
+
+async def test_a_model_that_cannot_start_here_leaves_the_running_engines_alone(service, engines, settings):
+    """A model this machine cannot start (a Hub checkpoint not in the cache, the Hub unreachable) is refused before
+    anything stops: the engines that ran still run and answer."""
+    from vlm_demo.errors import EngineStartError
+    from vlm_demo.registry import ModelSpec
+
+    qwen = service.registry.get("tiny-qwen2.5-vl")
+    engine = await engines.get(qwen)
+    far = ModelSpec(name="far", label="Far away", family="qwen2_5_vl", repo="nobody/not-cached-vl",
+                    download_gb=7.5)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(pytest.MonkeyPatch.context()).setenv("HF_HUB_OFFLINE", "1")
+        from huggingface_hub import constants
+        stack.enter_context(pytest.MonkeyPatch.context()).setattr(constants, "HF_HUB_OFFLINE", True)
+        from vlm_demo.engine import availability
+        availability.forget_hub_answer()
+        with pytest.raises(EngineStartError, match="needs a download of 7.5 GB and the Hugging Face Hub cannot be "
+                                                   "reached"):
+            await engines.get(far)
+        availability.forget_hub_answer()
+    assert engines.running(qwen) is engine and not engine.dead
+    rendered, done = await ask(service, qwen.name, make_image(64, 48))
+    assert done.num_tokens >= 1

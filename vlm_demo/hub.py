@@ -155,3 +155,50 @@ def _one_line(repo: str, revision: str | None, exc: BaseException) -> EngineStar
 def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0][:300] if lines else "no details"
+
+
+def reachable(timeout_s: float) -> bool:
+    """Whether the Hub answers at all now (any HTTP answer counts; ``HF_HUB_OFFLINE``: no, without asking)."""
+    import httpx
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    try:
+        httpx.head(constants.ENDPOINT, timeout=timeout_s)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def _cached_needed(repo: str, revision: str | None) -> list[str] | None:
+    """Paths in Hugging Face's cache of every file vLLM needs of ``repo`` (``needed_files``), or None where any is
+    missing or the repository was never listed here."""
+    from huggingface_hub import try_to_load_from_cache
+
+    files = _cached_files(repo, revision)
+    if not files:
+        return None
+    paths = []
+    for name in needed_files(files):
+        found = try_to_load_from_cache(repo, name, revision=revision)
+        if not isinstance(found, str):
+            return None
+        paths.append(found)
+    return paths
+
+
+def is_cached(repo: str, revision: str | None) -> bool:
+    """Whether every file vLLM needs of ``repo`` is in Hugging Face's cache already (its start downloads nothing)."""
+    return _cached_needed(repo, revision) is not None
+
+
+def cached_weights_bytes(repo: str, revision: str | None) -> int | None:
+    """The size of ``repo``'s weight files in the cache, where all it needs is there; None otherwise."""
+    import os
+
+    paths = _cached_needed(repo, revision)
+    if paths is None:
+        return None
+    weights = [p for p in paths if p.endswith((".safetensors", ".bin"))]
+    return sum(os.path.getsize(p) for p in weights) or None

@@ -29,6 +29,14 @@ REMOTE_MEDIA_REMEMBERED = 4096
 """Pictures and clips a remote engine remembers having sent to its server (per endpoint path, the most recent):
 these go again by their content hash alone, without the bytes (``Settings.remote_media_by_reference``)."""
 
+ENGINES_MEMORY_SHARE = 0.4
+"""The share of this machine's memory the engines kept warm may take together on CPU, unless
+``Settings.engines_memory_gib`` says otherwise (24 GiB: 9.6 GiB, five tiny models' engines)."""
+
+ATTACHMENTS_CHECKED = 256
+"""Files attached on the page whose check (as a question would take them) is remembered per process, by path: the
+message box reports every keystroke, and each file is checked once."""
+
 RENDERERS_KEPT = 4
 """vLLM renderers without an engine kept per process (the most recently used): Inspect only, Compare and the
 CLI's ``inspect`` render with one while no engine of that model runs, and building one takes seconds."""
@@ -60,8 +68,14 @@ class Settings:
     """Where tiny offline models are built (and other caches live)."""
     cpu_kv_cache_gib: float = 1.0
     """KV cache size of a CPU engine, in GiB (vLLM's ``VLLM_CPU_KVCACHE_SPACE``)."""
-    max_engines: int = 1
-    """How many engines may be alive at once; starting one more shuts the least recent down."""
+    max_engines: int = 4
+    """How many engines may be alive at once (those of recently used models stay up, warm, while they fit
+    ``engines_memory_gib``); starting one more stops the least recently used one."""
+    engines_memory_gib: float = 0.0
+    """Memory the engines kept warm may take together on CPU, in GiB (each engine's KV cache and processes, as
+    measured at its start); 0: ``ENGINES_MEMORY_SHARE`` of this machine's. On a GPU the engines' own
+    ``gpu_memory_utilization`` shares count instead, up to the whole GPU. A new engine that does not fit stops the
+    least recently used ones first."""
     engine_start_timeout_s: float = 600.0
     """How long an engine may take to start before the start counts as failed."""
     start_at_launch: bool = True

@@ -36,6 +36,8 @@ class Engine(Renderer):
         self.shared_memory = shared_memory
         """Names of the shared-memory segments its processes created (vLLM's message queues between
         engine core and worker); removed at shutdown where a killed process left them behind."""
+        self.footprint_gib: float | None = None
+        """The memory its processes took once it was up, in GiB (CPU; what it counts for in the manager's budget)."""
         self.retired = False
         self._streams = 0  # answers streaming from it, counted from their first step
         """Set once the manager has switched it out: it takes no new request, and one that waits ends (``retire``)."""

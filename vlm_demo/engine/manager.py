@@ -1,7 +1,8 @@
-"""The engine manager: one engine per model, started on first use and shared by every request, at most
-``Settings.max_engines`` alive at once (a switch waits for the old engine's requests of other users, then stops
-it); while a model's engine starts, where the start stands; renderers without an engine core for the panels
-meanwhile; endpoint entries' remote engines.
+"""The engine manager: one engine per model, started on first use and shared by every request; the engines of
+recently used models kept warm while they fit a memory budget (``Settings.engines_memory_gib``; on a GPU, their
+``gpu_memory_utilization`` shares), the least recently used one stopping when a new one needs its room; a model that
+cannot start here refused before anything stops (``availability``); while a model's engine starts, where the start
+stands; renderers without an engine core for the panels meanwhile; endpoint entries' remote engines.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Literal
 
+import psutil
+
 from .. import families
 from ..errors import EngineBusyError, EngineStartError, VlmDemoError
 from ..profile import Profile, profile, remember_derived
 from ..registry import EngineArgs, ModelSpec
-from ..settings import RENDERERS_KEPT, Settings
+from ..settings import ENGINES_MEMORY_SHARE, RENDERERS_KEPT, Settings
 from . import forkserver
+from .availability import Availability, availability, footprint_gib, gpu_share
 from .local import Engine
+from .processes import has_gpu
 from .remote import RemoteEngine
 from .renderer import Renderer
 from .startup import engine_kwargs, model_path, start_engine, start_renderer
@@ -59,8 +64,9 @@ class StartProgress:
 
 
 class EngineManager:
-    """Starts, shares and stops engines: at most ``settings.max_engines`` alive at once. Endpoint
-    entries get a ``RemoteEngine`` (no process, outside that count and the switch policy)."""
+    """Starts, shares and stops engines: those of recently used models stay up while they fit the budget
+    (``budget``) and ``settings.max_engines``. Endpoint entries get a ``RemoteEngine`` (no process, outside the
+    budget and the switch policy)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
@@ -70,11 +76,15 @@ class EngineManager:
         """The engines starting now, with where each stands."""
         self._renderers: OrderedDict[str, Renderer] = OrderedDict()
         """Renderers without an engine, most recently used last (``RENDERERS_KEPT`` at most)."""
+        self._building: dict[str, asyncio.Future[Renderer]] = {}
+        """Each model's renderer being built, which callers share (the panels and a question at once)."""
         self._lock = asyncio.Lock()
         self._starts: dict[str, asyncio.Future[Engine]] = {}
         """Each model's engine start in progress (or last ended), which callers share."""
         self.starts = 0
         """How many engines this manager has started (tests check singletons with it)."""
+        self._failed: dict[str, str] = {}
+        """Each model whose last start failed, with why (until it starts)."""
 
     def warm(self) -> None:
         """Get ready to start engines fast: the forkserver their processes come from imports torch and vLLM now, in
@@ -88,6 +98,27 @@ class EngineManager:
         if name in self._loading:
             return "loading"
         return "ready" if name in self._engines else "not loaded"
+
+    def states(self) -> list[tuple[str, str]]:
+        """Every local engine that runs or starts, most recently used first, with its state ("ready", or where its
+        start stands): what every tab's status line lists."""
+        ready = [(name, "ready") for name in reversed(self._engines) if name not in self._loading]
+        return [*((name, f"starting: {p.text()}") for name, p in self._loading.items()), *ready]
+
+    def current(self) -> str | None:
+        """The model whose engine was used last (a start in progress counts), for a new tab to open on; None
+        when no engine runs or starts."""
+        if self._loading:
+            return next(reversed(self._loading))
+        return next(reversed(self._engines), None)
+
+    def failure(self, name: str) -> str | None:
+        """Why the model's last start failed, until a start of it succeeds; None otherwise."""
+        return self._failed.get(name)
+
+    def availability(self, spec: ModelSpec) -> Availability:
+        """Whether ``spec`` can start on this machine now, and why not (``availability``: no engine, no renderer)."""
+        return availability(spec, self.settings)
 
     def progress(self, name: str) -> StartProgress | None:
         """Where the start of the model's engine stands, while it starts; None otherwise."""
@@ -126,8 +157,13 @@ class EngineManager:
         task = self._starts.get(spec.name)
         if task is None or task.done():
             task = self._starts[spec.name] = asyncio.ensure_future(self._get_locked(spec))
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # each caller sees its error
+            task.add_done_callback(functools.partial(self._ended, spec.name))  # (each caller sees its error)
         return await asyncio.shield(task)
+
+    def _ended(self, name: str, task: asyncio.Future[Engine]) -> None:
+        """A start ended: where it failed in words the person can act on, note why (the status line says it)."""
+        if not task.cancelled() and isinstance(task.exception(), VlmDemoError):
+            self._failed[name] = str(task.exception())
 
     def expect_start(self, spec: ModelSpec) -> None:
         """Note that ``spec``'s engine starts as soon as the page server runs (``start_soon``): where its start
@@ -151,8 +187,10 @@ class EngineManager:
         return engine if engine is not None and not engine.dead else None
 
     async def _get_locked(self, spec: ModelSpec) -> Engine:
-        """Start ``spec``'s engine (one start at a time), switching out the least recent one where the limit
-        says so; where the start stands is ``progress(spec.name)`` meanwhile."""
+        """Start ``spec``'s engine (one start at a time): refused before anything stops where it cannot start here
+        (``availability``); beside the running engines where it fits the budget, else after the least recently used
+        ones stop (``_make_room``), which start again where the new one then fails (a switch never leaves the page
+        without an engine). Where the start stands is ``progress(spec.name)`` meanwhile."""
         self._loading[spec.name] = StartProgress("waiting for another engine's start to end", time.monotonic())
         try:
             async with self._lock:
@@ -163,23 +201,68 @@ class EngineManager:
                     del self._engines[spec.name]
                     engine = None
                 if engine is None:
+                    self._phase(spec.name, "checking that it can start here")
+                    found = await asyncio.to_thread(availability, spec, self.settings)
+                    if not found.runnable:
+                        raise EngineStartError(f"{spec.label} cannot start here: {found.reason}")
                     self._phase(spec.name, "starting")
-                    while len(self._engines) >= self.settings.max_engines:
-                        old_name, old = next(iter(self._engines.items()))
-                        self._phase(spec.name, f"waiting for {old_name}'s requests to end")
-                        await self._wait_idle(old, spec.name)
-                        self._phase(spec.name, f"stopping {old_name}'s engine")
-                        del self._engines[old_name]
-                        old.retire()
-                        await asyncio.to_thread(old.shutdown)
-                    engine = await asyncio.to_thread(start_engine, spec, self.settings,
-                                                      functools.partial(self._phase, spec.name))
+                    stopped = await self._make_room(spec)
+                    try:
+                        engine = await asyncio.to_thread(start_engine, spec, self.settings,
+                                                          functools.partial(self._phase, spec.name))
+                    except BaseException:
+                        for old in stopped[-1:]:  # the engine the person had: up again (seconds)
+                            log.info("%s did not start: starting %s again", spec.name, old.name)
+                            asyncio.get_running_loop().call_soon(self.start_soon, old)
+                        raise
+                    self._failed.pop(spec.name, None)
                     self._engines[spec.name] = engine
                     self.starts += 1
                 self._engines.move_to_end(spec.name)
                 return engine
         finally:
             self._loading.pop(spec.name, None)
+
+    def budget(self) -> float:
+        """What the engines may take together: GiB of this machine's memory on CPU (``engines_memory_gib``, else
+        ``ENGINES_MEMORY_SHARE`` of it), or on a GPU its whole memory as 1.0 (engines count their shares)."""
+        if has_gpu():
+            return 1.0
+        return self.settings.engines_memory_gib or ENGINES_MEMORY_SHARE * psutil.virtual_memory().total / 2**30
+
+    def size(self, spec: ModelSpec) -> float:
+        """What ``spec``'s engine takes of the budget: on a GPU its ``gpu_memory_utilization`` share; on CPU, once
+        it runs, its processes' memory as measured at its start (proportional set sizes), else the estimate."""
+        if has_gpu():
+            return gpu_share(spec)
+        engine = self._engines.get(spec.name)
+        return engine.footprint_gib if engine is not None and engine.footprint_gib else footprint_gib(
+            spec, self.settings)
+
+    def _fits(self, spec: ModelSpec) -> bool:
+        """Whether ``spec``'s engine fits beside the running ones (the budget and ``max_engines``)."""
+        used = sum(self.size(e.spec) for e in self._engines.values())
+        return len(self._engines) < self.settings.max_engines and used + self.size(spec) <= self.budget()
+
+    async def _make_room(self, spec: ModelSpec) -> list[ModelSpec]:
+        """Stop the least recently used engines until ``spec``'s fits (none while it fits: they stay warm, and the
+        one a person switches from answers until the new one is up); of those, an idle one first, else the least
+        recently used one once its requests end (``_wait_idle``: a switch never cuts an answer). The specs stopped,
+        in order."""
+        stopped: list[ModelSpec] = []
+        while self._engines and not self._fits(spec):
+            idle = [name for name, e in self._engines.items() if not e.running_requests()]
+            old_name = idle[0] if idle else next(iter(self._engines))
+            old = self._engines[old_name]
+            if not idle:
+                self._phase(spec.name, f"waiting for {old_name}'s requests to end")
+                await self._wait_idle(old, spec.name)
+            self._phase(spec.name, f"stopping {old_name}'s engine (it does not fit beside this one)")
+            del self._engines[old_name]
+            old.retire()
+            await asyncio.to_thread(old.shutdown)
+            stopped.append(old.spec)
+        return stopped
 
     async def _wait_idle(self, engine: Engine, wanted: str) -> None:
         """Switch policy: wait up to ``switch_wait_s`` for the engine to finish others' requests."""
@@ -274,13 +357,18 @@ class EngineManager:
 
     async def renderer(self, spec: ModelSpec) -> Renderer | RemoteEngine:
         """Something that renders ``spec``: its running engine, else a renderer without an engine (an
-        endpoint entry: its remote engine)."""
+        endpoint entry: its remote engine). Never waits for an engine's start."""
         engine = self._engines.get(spec.name)
         if spec.remote or (engine is not None and not engine.dead):
             return await self.get(spec)
         renderer = self._renderers.get(spec.name)
         if renderer is None or renderer.spec != spec:  # built once (seconds: vLLM's config, tokenizer, processor)
-            renderer = await asyncio.to_thread(self.start_renderer, spec)
+            building = self._building.get(spec.name)
+            if building is None:  # one build however many ask at once (the panels and a question)
+                building = self._building[spec.name] = asyncio.ensure_future(
+                    asyncio.to_thread(self.start_renderer, spec))
+                building.add_done_callback(lambda _: self._building.pop(spec.name, None))
+            renderer = await asyncio.shield(building)
             self._renderers[spec.name] = renderer
         self._renderers.move_to_end(spec.name)
         while len(self._renderers) > RENDERERS_KEPT:

@@ -85,6 +85,16 @@ def processes(pids: frozenset[int]) -> list[psutil.Process]:
     return out
 
 
+def memory_gib(pids: frozenset[int]) -> float:
+    """The memory the processes ``pids`` take, in GiB: their proportional set sizes (pages shared with the forkserver
+    and each other counted once in all)."""
+    total = 0
+    for proc in processes(pids):
+        with contextlib.suppress(psutil.Error):
+            total += proc.memory_full_info().pss
+    return total / 2**30
+
+
 def shared_memory(pids: frozenset[int]) -> frozenset[str]:
     """Names of the POSIX shared-memory segments (Python's ``psm_*``) the processes ``pids`` map and this
     process does not: those the engine's own processes created."""

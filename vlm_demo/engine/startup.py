@@ -22,8 +22,8 @@ from ..settings import Settings
 from ..tiny_models import tiny_model_dir
 from . import forkserver
 from .local import Engine
-from .processes import (cpu_preload, descendants, engine_log_file, environment, has_gpu, logged_error, processes,
-                        shared_memory)
+from .processes import (cpu_preload, descendants, engine_log_file, environment, has_gpu, logged_error, memory_gib,
+                        processes, shared_memory)
 from .renderer import Renderer
 from .workarounds import apply_workarounds, start_kwargs
 
@@ -178,6 +178,8 @@ def start_engine(spec: ModelSpec, settings: Settings, report: Any = None) -> Eng
              f" (vLLM workarounds: {', '.join(applied)})" if applied else "")
     pids = frozenset(descendants() - before)
     engine = Engine(spec, llm, adapter, pids, shared_memory(pids))
+    if not has_gpu():
+        engine.footprint_gib = memory_gib(pids)
     try:
         engine.reasoning_parser_class  # noqa: B018 - a parser the tokenizer cannot serve fails the start
     except EngineStartError as exc:

@@ -171,6 +171,12 @@ class ModelSpec:
     reasoning_parser: str | None = None
     """vLLM reasoning parser that splits the model's thinking from its answer (a ``vllm serve
     --reasoning-parser`` name, e.g. ``qwen3``); None: the whole output is the answer."""
+    needs_gpu: bool = False
+    """Meant for a GPU: on a machine without one the picker lists it last, says "needs a GPU", and a pick of it
+    keeps the running engine."""
+    download_gb: float | None = Field(None, gt=0)
+    """The checkpoint's download in GB (its weights, as the Hub lists them), for the picker's note before the first
+    start ("needs a download of 7.5 GB ...") when the Hub cannot be asked."""
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
@@ -181,6 +187,8 @@ class ModelSpec:
             raise ValueError("give exactly one of repo, path, tiny: true or endpoint")
         if self.tiny and self.family == AUTO:
             raise ValueError("a tiny entry needs a family with a tiny model builder")
+        if self.download_gb is not None and self.repo is None:
+            raise ValueError("download_gb belongs to a Hub entry (repo)")
         if self.endpoint is not None:
             _check_remote(self)
         elif self.served_model_name is not None or self.api_key_env is not None:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 from .. import profile
-from ..engine import EngineManager, RenderedPrompt, Renderer
+from ..engine import Availability, EngineManager, RenderedPrompt, Renderer
 from ..errors import InputError, VlmDemoError
 from ..inspector import Inspection, inspect
 from ..registry import ModelSpec, Registry, Sampling
@@ -45,6 +45,10 @@ class ChatService:
         """The model's profile with its controls known: for an entry that offers none, its processor's
         (derived with vLLM's renderer of the model; no engine starts)."""
         return await self.engines.derived_profile(self.registry.get(name))
+
+    def availability(self, name: str) -> Availability:
+        """Whether the model can start on this machine now, and why not (no engine, no renderer)."""
+        return self.engines.availability(self.registry.get(name))
 
     def derive_controls(self) -> None:
         """Derive the controls of every registry model whose entry offers none (the page shows each model's
@@ -114,18 +118,21 @@ class ChatService:
                 f"{engine.max_model_len:,} (remove images, lower the image settings or clear the chat)")
         return rendered
 
-    async def chat(self, request: ChatRequest, preview: bool = False) -> AsyncIterator[Event]:
+    async def chat(self, request: ChatRequest, preview: bool = False, sent: float | None = None
+                   ) -> AsyncIterator[Event]:
         """Render, then stream the answer; closing the iterator aborts the engine request.
 
         ``preview`` (the page): where the model's engine is not running yet, vLLM's renderer alone renders the
         request first (a ``Rendered`` the panels show at once), ``Waiting`` events say where the engine's start
         stands, and the engine then generates from that very render (the same renderer's output an engine's own
-        would give). Without it (the CLI) the engine starts first and renders itself (no renderer to build)."""
+        would give). Without it (the CLI) the engine starts first and renders itself (no renderer to build).
+        ``sent`` (``time.perf_counter()``): when the person sent the question; a wait for the engine counts from
+        there (default: from the render)."""
         try:
             spec = self.validate(request)
             engine = self.engines.running(spec)
             if engine is None and preview and not spec.remote:
-                events = self._preview_then_answer(spec, request)
+                events = self._preview_then_answer(spec, request, sent)
             else:
                 engine = engine or await self.engines.get(spec)
                 t0 = time.perf_counter()
@@ -137,14 +144,15 @@ class ChatService:
         except VlmDemoError as exc:
             yield Failed(str(exc))
 
-    async def _preview_then_answer(self, spec: ModelSpec, request: ChatRequest) -> AsyncIterator[Event]:
+    async def _preview_then_answer(self, spec: ModelSpec, request: ChatRequest,
+                                   sent: float | None = None) -> AsyncIterator[Event]:
         """The request rendered by vLLM's renderer alone (``Rendered`` at once), ``Waiting`` while the model's
         engine starts (closing the stream leaves the start going: the engine is wanted), then the answer that
-        engine generates from that render."""
+        engine generates from that render; the wait counts from ``sent`` (else from the render)."""
         renderer = await self.engines.renderer(spec)
         rendered, sampling, inspection = await self._prepare(spec, renderer, request)
         yield Rendered(rendered, inspection or self._inspect(renderer, rendered), sampling)
-        t_wait = time.perf_counter()
+        t_wait = sent if sent is not None else time.perf_counter()
         start = asyncio.ensure_future(self.engines.get(spec))
         while not start.done():
             progress = self.engines.progress(spec.name)

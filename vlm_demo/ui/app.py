@@ -47,9 +47,12 @@ def wire(page: Page, on: Handlers) -> None:
     # ever showed an event's progress at every later event (Gradio 6.31), and Export's boxes hold megabytes
     inspecting = {"inputs_kwargs": named("inspect"), "show_progress_on": [page.prompt]}
     # The panels follow the conversation: after Undo, vLLM's render of what is left (Export: nothing sent yet)
-    page.undo_btn.click(on.undo, page.conversation, [page.chat, page.conversation, *page.out(EXPORT_OUTPUTS)],
+    page.undo_btn.click(on.undo, page.conversation, [*page.out(API_OUTPUTS["undo"]), page.conversation],
                         api_name="undo", show_progress_on=[page.chat]).then(on.follow, None, inspect_outputs,
                                                                             api_name=False, **inspecting)
+    # Files attached are checked at once: a refused one leaves the box, the note beside it says why
+    page.message.change(on.attachments, [page.message, page.message_note], [page.message, page.message_note],
+                        api_name=False, queue=False, show_progress="hidden", trigger_mode="always_last")
     page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.conversation], api_name="clear",
                          show_progress_on=[page.chat])
     page.inspect_btn.click(on.inspect, None, inspect_outputs, api_name="inspect", **inspecting)
@@ -60,8 +63,8 @@ def wire(page: Page, on: Handlers) -> None:
     # updates only), its engine's start (the status follows it), and the panels from vLLM's renderer meanwhile
     # (a switch also stops the session's answer: a question that waits for one model's engine would keep the
     # message box from sending the next question, to the model now chosen, until that engine had started)
-    switched = page.model.change(on.switch, page.model, on.switch_outputs(), api_name=False, queue=False,
-                                 show_progress="hidden")
+    switched = page.model.change(on.switch, [page.model, page.current], on.switch_outputs(), api_name=False,
+                                 queue=False, show_progress="hidden")
     # (then the status of the model the picker shows now: a start that ended after another switch said its own)
     switched.then(on.load_model, page.model, page.engine_state, api_name="load_model", show_progress="hidden").then(
         on.state_text, page.model, page.engine_state, api_name=False, queue=False, show_progress="hidden")
@@ -81,7 +84,7 @@ def build_page(service: ChatService, default_model: str) -> tuple[gr.Blocks, Pag
         page = layout(service, default_model)
         handlers = Handlers(service, page)
         wire(page, handlers)
-        demo.load(handlers.state_text, page.model, page.engine_state, api_name=False, queue=False)
+        demo.load(handlers.opened, page.model, [page.model, page.engine_state], api_name=False, queue=False)
     return demo, page
 
 

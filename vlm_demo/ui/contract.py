@@ -13,7 +13,7 @@ from ..settings import VIDEO_FPS, VIDEO_NUM_FRAMES
 
 PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
 """The prompt and expansion panels."""
-CHAT_OUTPUTS = ("chat", "stats", "stats_data", "boxes")
+CHAT_OUTPUTS = ("chat", "stats", "stats_data", "boxes", "message_note")
 """What ``/chat`` and ``/retry`` stream, in this order (read them by name with ``named_outputs``): what changes
 while the answer streams. Gradio's cost per streamed update grows with its outputs (each is post-processed,
 its files checked, in a worker thread), and an output left out of an update costs more still (a property
@@ -27,7 +27,7 @@ COMPARE_OUTPUTS = ("compare_a", "compare_a_gallery", "compare_b", "compare_b_gal
 EXPORT_OUTPUTS = ("export_json", "export_curl", "export_py")
 """Export's three boxes."""
 API_OUTPUTS = {"chat": CHAT_OUTPUTS, "retry": CHAT_OUTPUTS, "panels": RENDER_OUTPUTS, "inspect": INSPECT_OUTPUTS,
-               "compare": COMPARE_OUTPUTS, "undo": ("chat", *EXPORT_OUTPUTS),
+               "compare": COMPARE_OUTPUTS, "undo": ("chat", "stats", "boxes", *EXPORT_OUTPUTS),
                "clear": ("chat", *PANEL_OUTPUTS, "stats", "boxes", *EXPORT_OUTPUTS)}
 """Each API endpoint's outputs by name."""
 

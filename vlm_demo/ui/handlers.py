@@ -8,22 +8,24 @@ import dataclasses
 import html
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
+from .. import intake
 from ..conversation import Conversation, Exchange, chat_messages
 from ..errors import InputError, VlmDemoError
 from ..inspector.audit import UNCHECKED, Verdict
 from ..service import ChatRequest, ChatService, Turn, detect_request
 from ..service.audit import Auditor
-from ..settings import STATUS_EVERY_S
+from ..settings import ATTACHMENTS_CHECKED, STATUS_EVERY_S
 from .chat_request import chat_request, read_message
 from .contract import RENDER_OUTPUTS, has_grounding
 from .controls import Controls, user_error
 from .layout import Page
 from .stream import STOP_OFF, Answers
-from .views import audit_html, panels, rendered_view, state_text
+from .views import audit_html, panels, refusal_text, rendered_view, state_text
 
 
 class Handlers:
@@ -39,6 +41,8 @@ class Handlers:
         self.answers = Answers(service, page)
         self._auditors: dict[str, Auditor] = {}
         """Each endpoint model's audits (its reference renderer, built at the first)."""
+        self._checked: dict[str, str] = {}
+        """Files attached to the message box, checked: why each was refused ("" where it was not)."""
 
     def request(self, model: str, turns: Sequence[Turn], system: str, sampling: Sequence[Any],
                 controls: Mapping[str, Any], control_set: Controls | None = None) -> ChatRequest:
@@ -80,8 +84,13 @@ class Handlers:
                      max_tokens, seed, urls, detect, **controls):
         """Ask the message (the ``/chat`` API)."""
         marks = {"handler": time.time()}
+        sent = time.perf_counter()
         try:
             user, shown = await read_message(message, urls, self.settings)
+        except VlmDemoError as exc:  # an attachment or URL refused: said beside the box, the question stays in it
+            yield {self.page.message_note: f"**refused**: {exc}"}
+            raise user_error(str(exc)) from None
+        try:
             marks["read"] = time.time()
             before = _conversation(conversation).settled()
             asked = self.request(model, (*before.turns(), user), system, (temperature, top_p, max_tokens, seed),
@@ -94,7 +103,7 @@ class Handlers:
         except VlmDemoError as exc:
             raise user_error(str(exc)) from None
         async for update in self.answers.answer(before, Exchange(user, shown), asked, clear_box=True,
-                                                session=request.session_hash, marks=marks):
+                                                session=request.session_hash, marks=marks, sent=sent):
             yield update
 
     async def retry(self, request: gr.Request, *, conversation, model, system, temperature, top_p, max_tokens,
@@ -102,6 +111,7 @@ class Handlers:
         """Answer the last message again, whatever became of its answer (the ``/retry`` API); with Detect on,
         held to the family's box grammar again."""
         marks = {"handler": time.time()}
+        sent = time.perf_counter()
         marks["read"] = marks["handler"]  # nothing to read: the message is the conversation's own
         try:
             before, exchange = _conversation(conversation).retry()
@@ -115,7 +125,7 @@ class Handlers:
         except VlmDemoError as exc:
             raise user_error(str(exc)) from None
         async for update in self.answers.answer(before, exchange, asked, clear_box=False,
-                                                session=request.session_hash, marks=marks):
+                                                session=request.session_hash, marks=marks, sent=sent):
             yield update
 
     def stop(self, request: gr.Request) -> Any:
@@ -125,12 +135,12 @@ class Handlers:
         return STOP_OFF
 
     def undo(self, request: gr.Request, conversation) -> dict[Any, Any]:
-        """Remove the last exchange (the ``/undo`` API); Export, which replayed its request, empties (the page
-        then shows vLLM's render of what is left: ``follow``)."""
+        """Remove the last exchange (the ``/undo`` API): its stats line and boxes go with it, Export, which
+        replayed its request, empties (the page then shows vLLM's render of what is left: ``follow``)."""
         self.answers.forget(_session(request))
         conversation = _conversation(conversation).undo()
-        return self.page.values(chat=chat_messages(conversation), export_json="", export_curl="", export_py="") | {
-            self.page.conversation: conversation}
+        return self.page.values(chat=chat_messages(conversation), stats="", boxes=[], export_json="", export_curl="",
+                                export_py="") | {self.page.conversation: conversation}
 
     def clear(self, request: gr.Request) -> dict[Any, Any]:
         """Start a new conversation (the ``/clear`` API)."""
@@ -212,17 +222,25 @@ class Handlers:
         """What a model switch updates (``switch``'s outputs)."""
         page = self.page
         return [*page.controls.components, page.temperature, page.top_p, page.max_tokens, page.detect, page.model_a,
-                page.model_b, page.engine_state, page.timer]
+                page.model_b, page.engine_state, page.timer, page.model, page.current, page.model_note]
 
-    async def switch(self, request: gr.Request, name: str) -> dict[Any, Any]:
-        """The page as the model picker moved to ``name``: its controls (property updates of the components built
-        with the page), its sampling defaults, Detect where its family has a box format, Compare's pickers on it,
-        and its engine's status, starting at once: the start begins here (``load_model`` then waits for it and
-        says how it ended), so no status tick in between finds it not loaded. The session's answer, if one runs
-        (or waits for the other model's engine), stops as Stop stops it: the message box is free for the next
-        question, to this model."""
+    async def switch(self, request: gr.Request, name: str, current: str) -> dict[Any, Any]:
+        """The page as the model picker moved to ``name`` from ``current``: its controls (property updates of the
+        components built with the page), its sampling defaults, Detect where its family has a box format, Compare's
+        pickers on it, and its engine's status, starting at once: the start begins here (``load_model`` then waits
+        for it and says how it ended), so no status tick in between finds it not loaded. The session's answer, if
+        one runs (or waits for the other model's engine), stops as Stop stops it: the message box is free for the
+        next question, to this model. A model this machine cannot start is refused in place: the picker goes back
+        to ``current``, whose engine and answer are left alone, and the note under it says why."""
+        page = self.page
+        if name == current or name not in self.registry.names:  # the picker as it was (a refused pick put back)
+            return {page.engine_state: state_text(self.service, current), page.timer: gr.Timer(STATUS_EVERY_S[1])}
+        found = await asyncio.to_thread(self.service.availability, name)
+        if not found.runnable:
+            return {page.model: current, page.model_note: refusal_text(self.service, name, found.reason),
+                    page.engine_state: state_text(self.service, current)}
         self.answers.stop(_session(request))
-        page, spec = self.page, self.registry.get(name)
+        spec = self.registry.get(name)
         if not spec.remote and self.service.engines.running(spec) is None:
             started = asyncio.ensure_future(self.service.engines.get(spec))
             started.add_done_callback(lambda t: t.cancelled() or t.exception())  # (load_model reports a failure)
@@ -232,7 +250,36 @@ class Handlers:
                 page.max_tokens: spec.sampling.max_tokens, page.detect: gr.update(visible=has_grounding(spec)),
                 page.model_a: name, page.model_b: name,
                 page.engine_state: state_text(self.service, name, starting=True),
-                page.timer: gr.Timer(STATUS_EVERY_S[0])}
+                page.timer: gr.Timer(STATUS_EVERY_S[0]), page.current: name, page.model_note: ""}
+
+    def opened(self, name: str) -> dict[Any, Any]:
+        """A new tab (or a reload): on the model whose engine was used last, where one runs or starts (its status is
+        every tab's); else on the page's own start-up model ``name``."""
+        running = self.service.engines.current()
+        if running in self.registry.names and not self.registry.get(running).remote:
+            name = running
+        return {self.page.model: name, self.page.engine_state: state_text(self.service, name)}
+
+    async def attachments(self, message: Any, note: str) -> tuple[Any, Any]:
+        """The files just attached, checked as a question would take them: one that would be refused leaves the
+        message box at once (no broken thumbnail), and the note beside the box says which and why; it stays until
+        the message is sent. Each file is checked once (a keystroke changes the box too)."""
+        message = message if isinstance(message, dict) else {}
+        files = [f if isinstance(f, str) else (f or {}).get("path", "") for f in message.get("files", []) or []]
+        for path in files:
+            if path and path not in self._checked:
+                try:
+                    await intake.load_file(path, self.settings, name=Path(path).name)
+                    self._checked[path] = ""
+                except VlmDemoError as exc:
+                    self._checked[path] = str(exc)
+                while len(self._checked) > ATTACHMENTS_CHECKED:
+                    self._checked.pop(next(iter(self._checked)))
+        refused = [self._checked[p] for p in files if self._checked.get(p)]
+        if not refused:
+            return gr.skip(), gr.skip()
+        kept = [f for f, path in zip(message.get("files", []), files, strict=True) if not self._checked.get(path)]
+        return {"text": message.get("text", ""), "files": kept}, "**refused**: " + " · ".join(refused)
 
     async def follow(self, *, message, conversation, model, system, urls, **controls) -> dict[Any, Any]:
         """The panels after a switch or an Undo: vLLM's render (without an engine, where it is not running) of

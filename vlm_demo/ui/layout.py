@@ -17,7 +17,7 @@ from ..service import ChatService
 from ..settings import STATUS_EVERY_S
 from .contract import has_grounding
 from .controls import Controls
-from .views import BOX_HEADERS, TABLE_HEADERS, TABLE_WIDTHS, state_text
+from .views import BOX_HEADERS, TABLE_HEADERS, TABLE_WIDTHS, picker_choices, state_text
 
 STOP_LABEL = "Stop"
 """The Stop button's label (its value: what each streamed update after the first sends it)."""
@@ -58,8 +58,12 @@ class Page:
 
     model: Any
     """The model picker."""
+    current: Any
+    """The session's model as last switched to (Gradio state: a pick that cannot start goes back to it)."""
     engine_state: Any
-    """The status line beside it: where the model's engine stands."""
+    """The status line beside it: where the model's engine stands, and the other engines running."""
+    model_note: Any
+    """Under the model row: why a model picked cannot start here (stays until the next switch)."""
     conversation: Any
     """The session's conversation (Gradio state: no API input)."""
     rendered: Any
@@ -93,6 +97,8 @@ class Page:
     """Panel 3: the chat."""
     message: Any
     """The message box (text and files)."""
+    message_note: Any
+    """Beside the message box: the attachments refused, and why (stays until the message is sent)."""
     urls: Any
     """Image or video URLs, one a line (shown where URL fetching is on)."""
     stats: Any
@@ -158,15 +164,17 @@ class Page:
 def layout(service: ChatService, default_model: str) -> Page:
     """The components, placed: model bar; settings | prompt and expansion panels | chat; examples,
     export and compare below. Call inside ``gr.Blocks``."""
-    choices = [(spec.display_label, spec.name) for spec in service.registry.models]
+    choices = picker_choices(service)
     gr.Markdown("# vlm-demo\nChat with a vision-language model served by vLLM and see exactly what the "
                 "engine receives: the rendered prompt, each image's tokens, and the streamed answer.")
-    parts: dict[str, Any] = {"conversation": gr.State(Conversation()), "rendered": gr.State((0, False))}
+    parts: dict[str, Any] = {"conversation": gr.State(Conversation()), "rendered": gr.State((0, False)),
+                             "current": gr.State(default_model)}
     with gr.Row(elem_id="model-row"):
         parts["model"] = gr.Dropdown(choices=choices, value=default_model, label="Model", scale=2, min_width=260,
                                      elem_id="model")
         parts["engine_state"] = gr.Markdown(state_text(service, default_model), elem_id="engine-state",
                                             min_width=260)
+    parts["model_note"] = gr.Markdown(elem_id="model-note")
     parts["timer"] = gr.Timer(STATUS_EVERY_S[1])
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=260, elem_id="settings-panel"):
@@ -230,6 +238,7 @@ def _chat_panel(service: ChatService) -> dict[str, Any]:
                                         show_label=False,
                                         placeholder="Ask about the images or videos (upload, paste or drop "
                                                     "them here)")
+    parts["message_note"] = gr.Markdown(elem_id="message-note")
     parts["urls"] = gr.Textbox(label="Image or video URLs (one a line; http(s) from allowed hosts, or data:)",
                                visible=service.settings.url_fetch, lines=1, elem_id="image-urls")
     with gr.Row(elem_id="chat-buttons"):  # right under the message box: they stay put while text streams

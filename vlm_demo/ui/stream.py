@@ -147,7 +147,7 @@ class Answers:
         self._renders.pop(session, None)
 
     async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, clear_box: bool,
-                     session: str | None = None, marks: dict[str, float] | None = None):
+                     session: str | None = None, marks: dict[str, float] | None = None, sent: float | None = None):
         """Stream the answer to ``exchange`` after ``before``; yields page updates, grouped by time (the first at
         once); the conversation state is set by the first update and the last (``text_update`` leaves it out), the
         last as the answer was shown, so a stopped answer stays as it was shown.
@@ -158,30 +158,35 @@ class Answers:
         than the rest of the update together; repeated values reach the browser as an empty diff (a State left
         out costs nothing: its update has no value). The message
         box is left out after the first update (it may hold the user's next question). ``marks`` gathers the
-        wall-clock times of the steps to the first answer text (the final ``stats_data`` carries them)."""
+        wall-clock times of the steps to the first answer text (the final ``stats_data`` carries them); ``sent``
+        (``time.perf_counter()``): when the person sent it, from which a wait for an engine is counted."""
         conversation = before.ask(exchange)
         live = _Live(conversation)
         if session:
             self._live[session] = live
         try:
             async for update in self._answer(conversation, request, clear_box, live,
-                                           marks if marks is not None else {}, session or ""):
+                                           marks if marks is not None else {}, session or "", sent):
                 yield update
         finally:  # ended, failed or cancelled (Stop, a closed tab)
             if session and self._live.get(session) is live:
                 del self._live[session]
 
     async def _answer(self, conversation: Conversation, request: ChatRequest, clear_box: bool, live: _Live,
-                      marks: dict[str, float], session: str):
+                      marks: dict[str, float], session: str, sent: float | None):
         page = self.page
-        shown: dict[str, Any] = {}
         last = 0.0
         boxes: Boxes | None = None
-        async with contextlib.aclosing(self.service.chat(request, preview=True)) as events:
+        # At once: the question in the chat, the box cleared (the panels keep the last render until this one's),
+        # what happens now on the stats line, and Stop (a wait for an engine can be stopped too). The session's
+        # state takes the question with its render (a refusal just after could otherwise leave it there unanswered)
+        shown: dict[str, Any] = streaming_values(stats_data(None, "rendering")) | {
+            "stats": "rendering the question with vLLM's renderer…", "message_note": ""}
+        yield page.values(**shown, chat=chat_messages(live.shown(conversation))) | {
+            page.rendered: (next(self._serial), clear_box)}
+        async with contextlib.aclosing(self.service.chat(request, preview=True, sent=sent)) as events:
             async for event in live.events(events):
                 if isinstance(event, Failed):
-                    if not shown:
-                        raise user_error(event.message)
                     conversation = conversation.with_last(status="failed", note=event.message)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": "", "stop_btn": STOP_OFF,
                                                  "stats_data": stats_data(None, "failed")}) | {
@@ -191,7 +196,7 @@ class Answers:
                     marks["rendered"] = time.time()
                     sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine got it
                     rendered = self._keep_render(session, Render(sent, event.inspection))
-                    shown = streaming_values(stats_data(None, "streaming"))  # (Stop can be pressed, and only now)
+                    shown = streaming_values(stats_data(None, "streaming")) | {"message_note": ""}
                     boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
                     marks["panels"] = time.time()  # handed to the panels' own event (drawn there, in parallel)
                     yield page.values(**shown, chat=chat_messages(conversation)) | {

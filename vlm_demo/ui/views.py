@@ -38,21 +38,41 @@ TABLE_WIDTHS = ["13%", "24%", "12%", "15%", "19%", "17%"]
 
 def state_text(service: ChatService, name: str, starting: bool = False) -> str:
     """The status line: the model, where its engine stands (while it starts: the phase and seconds so far, bytes
-    while downloading) and whether its weights are random. ``starting``: a start was just asked for."""
+    while downloading; why its last start failed) and whether its weights are random; then every other engine that
+    runs or starts, the one used last first (every tab shows the same). ``starting``: a start was just asked
+    for."""
     spec = service.registry.get(name)
+    engines = service.engines
     note = " · **random weights**: answers are noise, prompts and token counts are real" if spec.random_weights else ""
     if spec.remote:
         state = f"**remote**: {spec.endpoint}"
-    elif (progress := service.engines.progress(name)) is not None:
+    elif (progress := engines.progress(name)) is not None:
         state = f"**starting**: {progress.text()}"
+    elif engines.running(spec) is None and (failed := engines.failure(name)) is not None:
+        state = f"**did not start**: {failed}"
     else:
-        state = f"**{service.engines.state(name)}**"
+        state = f"**{engines.state(name)}**"
         if starting and state != "**ready**":
             state = "**starting**"
         elif state == "**not loaded**":
             state += " (it starts at the first question)"
-    return f"{spec.display_label} — engine: {state}{note}"
+    others = [f"{service.registry.get(other).label} {state}" for other, state in engines.states() if other != name
+              and other in service.registry.names]
+    warm = f"\n\nalso running: {' · '.join(others)}" if others else ""
+    return f"{spec.display_label} — engine: {state}{note}{warm}"
 
+
+def picker_choices(service: ChatService) -> list[tuple[str, str]]:
+    """The model picker's entries: those this machine can start now first, each as its label with a note where it
+    cannot ("— needs a GPU") or its first start fetches something ("— downloads 7.5 GB at its first start")."""
+    found = [(spec, service.availability(spec.name)) for spec in service.registry.models]
+    return [(spec.display_label + ok.note(), spec.name)
+            for spec, ok in sorted(found, key=lambda pair: not pair[1].runnable)]
+
+
+def refusal_text(service: ChatService, name: str, why: str) -> str:
+    """What the page says where a picked model cannot start here (the running engine stays)."""
+    return f"**{service.registry.get(name).label} cannot start here**: {why}. The model stays as it was."
 
 
 def budget_html(inspection: Inspection) -> str:
