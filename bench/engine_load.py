@@ -200,10 +200,11 @@ async def measure(model: str, loads: list[Load], inspector_pairs: int, distinct:
                 ttft, _ = await _service_one(svc, model, shared, 4)
                 into.append(ttft)
         # The inspection alone (the pure functions over the rendered ids), timed directly.
-        one = await service._render(spec, engine, _request(model, shared, 4))
+        asked = _request(model, shared, 4)
+        one = await service._render(spec, engine, asked)
         t1 = time.perf_counter()
         for _ in range(50):
-            service._inspect(engine, one)
+            service._inspect(engine, one, asked)
         inspect_s = (time.perf_counter() - t1) / 50
         inspector = {"model": model, "pairs": inspector_pairs, "ttft_with_s": with_insp, "ttft_without_s": without,
                      "inspect_s": inspect_s, "renderer_inspect_s": renderer_inspect_s,

@@ -135,12 +135,12 @@ def main() -> None:
     t0 = time.perf_counter()
     server = None
     if args.url is None:
-        from tests.vllm_server import SCALE_OUT_FLAGS, launch, stop, wait_ready
+        from tests.vllm_server import PLAIN, SCALE_OUT_FLAGS, launch, stop, wait_ready
 
         settings = Settings.from_env()
         spec = load_registry(settings.models_file).get(MODEL)
         log = Path(tempfile.mkdtemp(prefix="remote-turns-")) / "serve.log"
-        server = launch(spec, EngineManager(settings).model_path(spec), settings, log, SCALE_OUT_FLAGS)
+        server = launch(spec, EngineManager(settings).model_path(spec), settings, log, SCALE_OUT_FLAGS, module=PLAIN)
         asyncio.run(wait_ready(server))
     try:
         data = asyncio.run(measure(args.url or server.url, args.conversations))

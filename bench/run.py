@@ -195,7 +195,7 @@ class ServeServer:
     def __init__(self, model: str, workdir: Path):
         import httpx
 
-        from tests.vllm_server import launch
+        from tests.vllm_server import PLAIN, launch
         from vlm_demo.engine import EngineManager
         from vlm_demo.engine.renderer import printable_only
         from vlm_demo.profile import load_registry
@@ -207,7 +207,7 @@ class ServeServer:
         self.allowed = workdir / f"allowed-{model}.json"  # the app's tiny models sample printable tokens only
         if printable_only(spec):
             self.allowed.write_text(json.dumps(list(engines.start_renderer(spec).printable_token_ids)))
-        self.server = launch(spec, engines.model_path(spec), settings, workdir / f"serve-{model}.log")
+        self.server = launch(spec, engines.model_path(spec), settings, workdir / f"serve-{model}.log", module=PLAIN)
         self.env = {**os.environ, "NO_PROXY": "*"}
         deadline = time.monotonic() + 300
         while True:

@@ -20,8 +20,8 @@ LONG_TASK_MS = 500
 MIN_CONTRAST = 4.5
 """WCAG AA contrast for text."""
 
-LOG_PROBLEMS = re.compile(r"Traceback|\bERROR\b")
-"""A line of the app's log that is a bug, whatever the page shows."""
+LOG_PROBLEMS = re.compile(r"Traceback|\bERROR\b|force killing")
+"""A line of the app's log that is a bug, whatever the page shows (an engine vLLM had to kill is one too)."""
 
 
 @contextlib.contextmanager

@@ -34,6 +34,7 @@ from .app_harness import (MODEL, OTHER, App, chat_args, message, named, on_model
 from .browser import LOG_PROBLEMS, chromium
 from .cases import BAD_URLS, REFUSED
 from .conftest import ARTIFACTS, ROOT, make_image
+from .documents import ENCRYPTED, make_pdf
 from .intake_servers import local_internet, url_settings
 
 pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.browser]
@@ -189,6 +190,61 @@ def test_inspect_only_follows_the_slider(app, picture):
         with pytest.raises(AppError, match=error):
             client.predict(*api_inputs(registry, "inspect", MODEL, message("Count the shops.", picture),
                                        controls={"max_pixels": bad}), api_name="/inspect")
+
+
+def test_a_pdf_through_the_api_costs_each_page_and_follows_pages_and_dpi(app, tmp_path):
+    """A PDF sent to ``/inspect`` becomes its pages, each a row of the expansion table named after its page; the
+    pages and dpi inputs change which pages and what each costs; a bad document is one line and changes nothing."""
+    url, engines, registry = app
+    client = Client(url, verbose=False)
+    report = make_pdf(tmp_path / "report.pdf", pages=3)
+
+    def table(**controls):
+        out = client.predict(*api_inputs(registry, "inspect", MODEL, message("Read it.", report), controls=controls),
+                             api_name="/inspect")
+        found = named_outputs("inspect", out)
+        return found["table"]["data"], found["budget"]
+    rows, budget = table()
+    assert [row[0] for row in rows] == [f"page {n} of report.pdf" for n in (1, 2, 3)]
+    assert "1190x1684 at 144 dpi" in rows[0][4] and "report.pdf: 3 pages at 144 dpi" in budget
+    fewer, _ = table(pages="3,2", dpi=72)
+    assert [row[0] for row in fewer] == ["page 3 of report.pdf", "page 2 of report.pdf"]
+    assert "595x842 at 72 dpi" in fewer[0][4]
+    (low,), _ = table(pages="2", dpi=72, max_pixels=1003520)  # (under the default max_pixels both would shrink)
+    (high,), _ = table(pages="2", dpi=144, max_pixels=1003520)
+    assert low[2] < high[2]  # fewer pixels, fewer tokens
+    for controls, error in (({"pages": "7"}, "report.pdf: page 7 is outside the document (3 pages)"),
+                            ({"dpi": 1000}, "dpi must be a whole number in 72..300")):
+        with pytest.raises(AppError, match=re.escape(error)):
+            table(**controls)
+    bad = tmp_path / "locked.pdf"
+    bad.write_bytes(ENCRYPTED)
+    with pytest.raises(AppError, match="locked.pdf: the PDF is encrypted"):
+        client.predict(*api_inputs(registry, "inspect", MODEL, message("Read it.", bad)), api_name="/inspect")
+    assert engines.running_requests() == 0
+
+
+def test_the_api_tells_a_documents_cost_before_sending(app, tmp_path):
+    """``/document_cost`` (for a program, an agent's tool): for a 3-page PDF under a model and its settings, each
+    page's tokens as vLLM's renderer expands it (those ``/inspect`` shows), the total against the context and the
+    rendered prompt, with no engine request; a bad document is one line."""
+    import base64
+
+    url, engines, registry = app
+    report = make_pdf(tmp_path / "report.pdf", pages=3)
+    data_url = "data:application/pdf;base64," + base64.b64encode(report.read_bytes()).decode()
+    client = Client(url, verbose=False)
+    found = client.predict(document=data_url, model=MODEL, pages="1-2", dpi=72, api_name="/document_cost")
+    assert [(p["page"], p["dpi"], p["size"]) for p in found["pages"]] == [(1, 72, [595, 842]), (2, 72, [595, 842])]
+    shown = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL, message(
+        "Read this document.", report), controls={"pages": "1-2", "dpi": 72}), api_name="/inspect"))
+    assert [p["tokens"] for p in found["pages"]] == [row[2] for row in shown["table"]["data"]]
+    assert found["max_model_len"] == 4096 and found["all_in_one_request_fits"] is True
+    assert "<|vision_start|>" in found["rendered_prompt"] and found["vision_tokens"] > 0
+    with pytest.raises(AppError, match="the PDF is encrypted"):
+        client.predict(document="data:application/pdf;base64," + base64.b64encode(ENCRYPTED).decode(), model=MODEL,
+                       api_name="/document_cost")
+    assert engines.running_requests() == 0
 
 
 def test_the_api_names_each_input_as_the_handlers_take_it(app, picture):

@@ -351,3 +351,43 @@ def test_the_cli_lists_controls_and_prints_no_python_warning(llava_next_dir):
     # a directory of a family without an adapter: its processor's (LLaVA-NeXT's: none that changes a token)
     assert cli("models", "--controls", str(llava_next_dir)).stdout == (f"{llava_next_dir.name} offers no "
                                                                       "per-request processor settings\n")
+
+
+def test_export_says_why_the_serve_flags_differ_from_the_request(registry):
+    """Gemma 3's Export: ``vllm serve`` starts with pan-and-scan at its largest (the encoder cache must fit any
+    request), the request sends the page's own values; the command says so next to the flags (it did not, and the
+    two looked contradictory: true / 8 against false / 4)."""
+    from vlm_demo.export import chat_completions_body, serve_command
+    from vlm_demo.service import ChatRequest, Turn
+
+    spec = registry.get("tiny-gemma3")
+    command = serve_command(spec)
+    assert '"do_pan_and_scan": true' in command and '"pan_and_scan_max_num_crops": 8' in command
+    first = command.splitlines()[0]
+    assert first.startswith("# --mm-processor-kwargs sizes the encoder cache of the server for the largest values")
+    assert "do_pan_and_scan=true" in first and "each request sends its own" in first
+    body = chat_completions_body(ChatRequest(model=spec.name, turns=(Turn("user", "Hi"),),
+                                             mm_kwargs={"do_pan_and_scan": False}), spec)
+    assert body["mm_processor_kwargs"]["do_pan_and_scan"] is False
+    assert not serve_command(registry.get("tiny-llava-1.5")).startswith("#")  # nothing sized: nothing to say
+
+
+def test_the_video_slider_shows_what_is_sent_until_moved(registry, settings):
+    """Tiny Qwen2.5-VL: ``max_pixels`` has a default, sent into the video processor's scope too; the video frames'
+    ``max_pixels`` slider starts at that value and says whose it is (it showed the checkpoint's 602112 while 401408
+    was sent), sends nothing while unmoved, and its own value once moved."""
+    from vlm_demo.profile import profile
+    from vlm_demo.ui.contract import control_names
+    from vlm_demo.ui.controls import Controls
+
+    controls = Controls(registry, settings, control_names(registry), ())
+    props = controls.props("tiny-qwen2.5-vl", "videos_kwargs.max_pixels")
+    found = profile(registry.get("tiny-qwen2.5-vl"))
+    sent = found.mm_processor_kwargs(controls.mm_kwargs("tiny-qwen2.5-vl", {
+        **{k: None for k in controls.kwargs}, "max_pixels": 401408, "videos_kwargs.max_pixels": props["value"]}))
+    assert props["value"] == sent["videos_kwargs"]["size"]["longest_edge"] == 401408
+    assert props["label"].endswith("(max_pixels's until moved)")
+    moved = found.mm_processor_kwargs(controls.mm_kwargs("tiny-qwen2.5-vl", {
+        **{k: None for k in controls.kwargs}, "max_pixels": 401408, "videos_kwargs.max_pixels": 602112}))
+    assert moved["videos_kwargs"]["size"]["longest_edge"] == 602112
+    assert controls.props("tiny-qwen2.5-vl", "min_pixels")["label"].endswith("(checkpoint's own until moved)")

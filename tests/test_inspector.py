@@ -202,7 +202,7 @@ async def test_llava_576_and_center_crop(service):
     assert data["images"][0] == {
         "placeholder": "<image>", "token_id": insp.items["image"][0].token_id, "count": 576,
         "offset": insp.items["image"][0].offset, "length": 576, "orig_size": [640, 480],
-        "processed_size": [336, 336], "grid": None, "thumbnail": None}
+        "processed_size": [336, 336], "grid": None, "thumbnail": None, "source": None, "page": None, "dpi": None}
     assert data["num_image_tokens"] == 1152
     assert data["num_image_tokens"] + data["num_text_tokens"] == len(data["prompt_token_ids"])
     cropped = draw_overlay(A, insp.items["image"][0], center_crop=True)

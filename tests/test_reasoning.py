@@ -125,8 +125,8 @@ def test_the_exported_serve_command_names_the_reasoning_parser(registry):
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    command = serve_command(registry.get(MODEL))
-    argv = shlex.split(command.replace("\\\n", " "))[3:]  # after "vllm serve MODEL"
+    command = "\n".join(line for line in serve_command(registry.get(MODEL)).splitlines() if not line.startswith("#"))
+    argv = shlex.split(command.replace("\\\n", " "))[3:]  # after "vllm serve MODEL" (its comment line aside)
     args = make_arg_parser(FlexibleArgumentParser()).parse_args(["--model", "x", *argv])
     assert args.reasoning_parser == "qwen3"
     assert "--reasoning-parser" not in serve_command(registry.get("tiny-qwen3-vl"))

@@ -282,8 +282,9 @@ def test_is_video_url(url, video):
 
 async def test_media_urls_pick_the_loader(monkeypatch):
     picture = data_url((ASSETS / "shape-a.png").read_bytes(), "image/png")
-    assert isinstance(await load(data_url(example(".mp4")), Settings()), Video)
-    assert isinstance(await load(picture, Settings()), Image.Image)
+    (clip,) = await load(data_url(example(".mp4")), Settings())  # one source, one attachment
+    (image,) = await load(picture, Settings())
+    assert isinstance(clip, Video) and isinstance(image, Image.Image)
     with pytest.raises(InputError, match="^fetching video URLs is off on this server"):
         await load("https://videos.example.com/clip.MP4?x=1", Settings())
     with pytest.raises(InputError, match="^fetching image URLs is off on this server"):
@@ -295,7 +296,7 @@ async def test_media_urls_pick_the_loader(monkeypatch):
         asked.append((url, kind))
         return example(".webm")
     monkeypatch.setattr(fetch, "fetch", fake_fetch)
-    video = await load("https://videos.example.com/a/clip.webm", Settings())
+    (video,) = await load("https://videos.example.com/a/clip.webm", Settings())
     assert isinstance(video, Video) and video.container == "webm" and video.name.endswith("clip.webm")
     assert asked == [("https://videos.example.com/a/clip.webm", "video")]
 

@@ -72,7 +72,12 @@ class Server:
         return "(no log)"
 
 
-def _launch(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+FAST = "tests.fast_serve"
+"""The tests' way to start vLLM's server (its engine processes forked); ``PLAIN`` is vLLM's own."""
+PLAIN = "vllm.entrypoints.openai.api_server"
+
+
+def _launch(argv: list[str], env: dict[str, str], log: Path, module: str = FAST) -> subprocess.Popen:
     """Start the server in its own process group (so the whole group can be killed), logging to ``log``.
 
     Not in its own session: with the kernel's autogroups (``/proc/sys/kernel/sched_autogroup_enabled``) a new
@@ -81,7 +86,7 @@ def _launch(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen
     that core got no CPU until the answer was done (measured: run delay 560-590 ms of a 570 ms answer; the
     whole answer arrived as one burst at its end in 4 of 6 server starts). In one session it yields to them."""
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "tests.fast_serve", *argv],  # vLLM's server, forked processes
+        return subprocess.Popen([sys.executable, "-m", module, *argv],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
                                 process_group=0)
 
@@ -105,13 +110,15 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-def launch(spec: ModelSpec, model_dir: str, settings: Settings, log: Path, extra: Sequence[str] = ()) -> Server:
-    """Start a server for ``spec`` on a free port (not waiting for it)."""
+def launch(spec: ModelSpec, model_dir: str, settings: Settings, log: Path, extra: Sequence[str] = (),
+           module: str = FAST) -> Server:
+    """Start a server for ``spec`` on a free port (not waiting for it); ``module``: ``FAST`` (the tests') or
+    ``PLAIN`` (vLLM's own start, the benchmark's peer)."""
     port = free_port()
     argv = server_argv(spec, model_dir, settings, port, extra)
     env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*", **cpu_preload()}
-    return Server(spec, f"http://{HOST}:{port}", _launch(argv, env, log), log, argv)
+    return Server(spec, f"http://{HOST}:{port}", _launch(argv, env, log, module), log, argv)
 
 
 async def wait_ready(server: Server) -> None:

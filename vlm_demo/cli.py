@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import json
 import logging
@@ -16,7 +17,7 @@ from pathlib import Path
 from .errors import InputError, VlmDemoError
 from . import profile, serving
 from .registry import AUTO, Registry
-from .settings import Settings
+from .settings import DOCUMENT_DPI, DOCUMENT_DPI_RANGE, Settings
 
 DEFAULT_PICTURE = Path(__file__).resolve().parent.parent / "assets" / "bar-chart.png"
 """The picture ``audit`` sends when none is given."""
@@ -92,11 +93,13 @@ def _request(args: argparse.Namespace, settings: Settings):
         raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
     from .registry import flat_kwargs
 
+    spec = registry.get(model)
     sources = [*((p, "image") for p in args.image or []), *((p, "image_embeds") for p in args.image_embeds or []),
                *((p, "video") for p in args.video or [])]
-    media = intake.by_modality(asyncio.run(intake.load_all(sources, settings)))
+    documents = intake.DocumentOptions(dpi=args.dpi or profile.adapter(spec).document_dpi or DOCUMENT_DPI,
+                                       pages=args.pages or "")
+    media = intake.by_modality(asyncio.run(intake.load_all(sources, settings, documents)))
     video_io = {k: v for k, v in (("num_frames", args.num_frames), ("fps", args.fps)) if v is not None}
-    spec = registry.get(model)
     mm_kwargs = profile.profile(spec).control_names(flat_kwargs(mm_kwargs))  # size.longest_edge: max_pixels
     sampling = spec.sampling
     if getattr(args, "max_tokens", None):
@@ -159,13 +162,19 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
                 return event
         return None
 
+    if args.each_page:
+        request = dataclasses.replace(request, each_page=True)
     done = asyncio.run(_with_service(registry, settings, run))
     if args.json:
+        pages = {"pages": [dataclasses.asdict(p) for p in done.pages], "total_s": done.total_s} if done.pages else {}
         out.write(json.dumps({"model": request.model, "text": done.answer, "num_tokens": done.num_tokens,
                               "ttft_s": done.ttft_s, "tokens_per_s": done.tokens_per_s,
                               "finish_reason": done.finish_reason, "reasoning": done.reasoning,
-                              "reasoning_tokens": done.reasoning_tokens}) + "\n")
+                              "reasoning_tokens": done.reasoning_tokens, **pages}) + "\n")
     else:
+        if done.pages:  # the pages' answers streamed together: each printed whole, in page order
+            out.write(done.answer + f"\n\n[{len(done.pages)} pages, each on its own: the last done at "
+                      f"{done.total_s:.1f} s, {len(done.pages) / done.total_s:.2f} pages/s]")
         reasoning = f" ({done.reasoning_tokens} reasoning)" if done.reasoning_tokens else ""
         out.write(f"\n[{done.num_tokens} tokens{reasoning}, ttft {done.ttft_s:.3f} s, {done.tokens_per_s:.1f} tokens/s]\n")
     out.flush()
@@ -282,7 +291,13 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
                         "in models.yaml (default: generic, everything from the server)")
     parser.add_argument("--api-key-env", help="with --endpoint: environment variable holding the server's API key")
     parser.add_argument("--image", action="append",
-                        help="image file or URL: data:, or http(s) when VLM_DEMO_URL_FETCH allows (repeat for several)")
+                        help="image file or URL: data:, or http(s) when VLM_DEMO_URL_FETCH allows (repeat for several); "
+                        "a PDF file gives its pages (--pages, --dpi)")
+    parser.add_argument("--pages", help="which pages of each PDF, from 1: e.g. 1-3,7 (default: all, up to "
+                        "VLM_DEMO_MAX_DOCUMENT_PAGES)")
+    parser.add_argument("--dpi", type=int, help=f"resolution a PDF's pages are rasterised at, "
+                        f"{DOCUMENT_DPI_RANGE[0]}-{DOCUMENT_DPI_RANGE[1]} (default: the model family's, else "
+                        f"{DOCUMENT_DPI})")
     parser.add_argument("--image-embeds", action="append",
                         help="precomputed image embeddings, .safetensors with 'image_embeds' [tokens, hidden] "
                         "(and 'image_grid_thw' for Qwen2.5-VL); LLaVA-1.5 and Qwen2.5-VL")
@@ -325,6 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat = sub.add_parser("chat", help="stream an answer (with --json: one object at the end)")
     _add_request_args(chat)
     chat.add_argument("--max-tokens", type=int, help="most tokens to generate")
+    chat.add_argument("--each-page", action="store_true", help="ask about each page of the PDFs on its own: one "
+                      "request per page, sent together (the engine batches them); printed in page order at the end")
     chat.set_defaults(func=cmd_chat)
     ground = sub.add_parser("ground", help="boxes and points of an answer, in the image's pixels (--answer: "
                             "read a given answer; --text: ask the model in Detect mode)")

@@ -36,6 +36,10 @@ class Stats:
     """Generated tokens that were reasoning (up to the end-of-thinking marker)."""
     wait_s: float = 0.0
     """Seconds the question waited for the model's engine to start (0 when it was running)."""
+    pages: int = 0
+    """A document read page by page: the pages asked on their own (0 otherwise)."""
+    total_s: float = 0.0
+    """A document read page by page: seconds from the send to the last page's last token."""
 
 
 @dataclass(frozen=True)

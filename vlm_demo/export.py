@@ -62,7 +62,11 @@ def serve_command(spec: ModelSpec, model_dir: str | None = None) -> str:
         args = [f"vllm serve {spec.repo or spec.path}", "--trust-request-mm-kwargs"]
     args += [flag if value is None else f"{flag} {shlex.quote(value)}"
              for flag, value in cli_flags(kwargs)]
-    return " \\\n  ".join(args)
+    sizing = kwargs.get("mm_processor_kwargs")
+    why = (f"# --mm-processor-kwargs sizes the encoder cache of the server for the largest values the page offers "
+           f"({', '.join(f'{k}={json.dumps(v)}' for k, v in sizing.items())}), so any value fits; each request sends "
+           "its own in mm_processor_kwargs (request.json)\n") if sizing else ""
+    return why + " \\\n  ".join(args)
 
 
 PRINTABLE_NOTE = ("# vlm-demo restricted this random-weight model to printable tokens (allowed_token_ids); "
@@ -85,14 +89,21 @@ def curl_command(spec: ModelSpec) -> str:
             f"  -H 'Content-Type: application/json'{auth} \\\n  -d @request.json")
 
 
-def python_snippet(body: dict[str, Any], spec: ModelSpec) -> str:
-    """An ``openai`` client snippet that sends the exported JSON (saved as request.json) to the model's server."""
+def _client_parts(body: dict[str, Any], spec: ModelSpec, indent: str) -> tuple[str, str, str, str]:
+    """What an exported ``openai`` snippet needs of a body: its imports, the API key's expression, and the ``seed``
+    and ``extra_body`` arguments (vLLM's own fields) at ``indent``."""
     extras = [key for key in ("mm_processor_kwargs", "media_io_kwargs", "ignore_eos", "structured_outputs",
                               "skip_special_tokens") if key in body]
-    extra = ("\n    extra_body={" + ", ".join(f'"{key}": body["{key}"]' for key in extras) + "}," if extras else "")
-    seed = "\n    seed=body[\"seed\"]," if "seed" in body else ""
+    extra = (f"{indent}extra_body={{" + ", ".join(f'"{key}": body["{key}"]' for key in extras) + "}," if extras else "")
+    seed = f'{indent}seed=body["seed"],' if "seed" in body else ""
     imports = "import json\nimport os\n" if spec.api_key_env else "import json\n"
     api_key = f'os.environ["{spec.api_key_env}"]' if spec.api_key_env else '"EMPTY"'
+    return imports, api_key, seed, extra
+
+
+def python_snippet(body: dict[str, Any], spec: ModelSpec) -> str:
+    """An ``openai`` client snippet that sends the exported JSON (saved as request.json) to the model's server."""
+    imports, api_key, seed, extra = _client_parts(body, spec, "\n    ")
     reasoning = ("\n    thinking = getattr(chunk.choices[0].delta, \"reasoning\", None)  # vLLM's reasoning field"
                  "\n    if thinking:\n        print(thinking, end=\"\", flush=True)" if spec.reasoning_parser else "")
     return printable_note(spec) + f'''{imports}from openai import OpenAI
@@ -109,4 +120,36 @@ stream = client.chat.completions.create(
 )
 for chunk in stream:{reasoning}
     print(chunk.choices[0].delta.content or "", end="", flush=True)
+'''
+
+
+def pages_snippet(bodies: list[dict[str, Any]], spec: ModelSpec, replay: str) -> str:
+    """A document read page by page as a runnable script: request.json holds one body per page, sent together (the
+    server batches them) with the ``openai`` client, the answers printed in page order; ``replay``: the same from
+    this app's command line."""
+    imports, api_key, seed, extra = _client_parts(bodies[0], spec, "\n        ")
+    return printable_note(spec) + f'''# {len(bodies)} pages, each its own request, sent together; the same from vlm-demo:
+# {replay}
+{imports}from concurrent.futures import ThreadPoolExecutor
+
+from openai import OpenAI
+
+bodies = json.load(open("request.json"))  # one request body per page, in page order
+client = OpenAI(base_url="{spec.endpoint or LOCAL_SERVER}/v1", api_key={api_key})
+
+
+def ask(body):
+    answer = client.chat.completions.create(
+        model=body["model"],
+        messages=body["messages"],
+        max_tokens=body["max_tokens"],
+        temperature=body["temperature"],
+        top_p=body["top_p"],{seed}{extra}
+    )
+    return answer.choices[0].message.content
+
+
+with ThreadPoolExecutor(len(bodies)) as pool:
+    for page, text in enumerate(pool.map(ask, bodies), 1):
+        print(f"--- request {{page}} of {{len(bodies)}} ---\\n{{text}}\\n")
 '''

@@ -23,8 +23,8 @@ from . import families, registry, tiny_models
 from .errors import RegistryError
 from .families import Adapter
 from .families.grounding import Grounding
-from .registry import (AUTO, SCOPES, ControlSetting, EngineArgs, ModelSpec, Registry, Sampling, image_scoped,
-                       processor_kwargs, without_defaults)
+from .registry import (AUTO, SCOPES, ControlSetting, EngineArgs, ModelSpec, Registry, Sampling, flat_kwargs,
+                       image_scoped, processor_kwargs, without_defaults)
 
 
 @dataclass(frozen=True)
@@ -123,11 +123,16 @@ class Profile:
         return self.adapter.grounding
 
     def initial(self, kwarg: str) -> int | bool:
-        """Where the page starts the control for ``kwarg``: the entry's default, else the real checkpoint's own
-        value as the family adapter knows it (clamped to the control's range)."""
+        """Where the page starts the control for ``kwarg``: the entry's default; else, for a scoped control whose
+        unscoped sibling the request sends anyway (``videos_kwargs.max_pixels`` beside a ``max_pixels`` with a
+        default), the value that sibling sends into its scope (what the processor then gets); else the real
+        checkpoint's own value as the family adapter knows it (clamped to the control's range)."""
         setting = self.control(kwarg)
         if setting is None:
             raise KeyError(kwarg)
+        if setting.default is None and (inherited := self.inherited(kwarg)) is not None:
+            return inherited if isinstance(inherited, bool) else min(max(int(inherited), setting.min or 0),
+                                                                      setting.max or 0)
         if kwarg in self.checkpoint_values and setting.default is None:
             value = self.checkpoint_values[kwarg]
             return value if isinstance(value, bool) else min(max(int(value), setting.min or 0), setting.max or 0)
@@ -137,6 +142,14 @@ class Profile:
         if setting.kind == "bool":
             return bool(offered.default)
         return min(max(int(offered.default), setting.min or 0), setting.max or 0)
+
+    def inherited(self, kwarg: str) -> Any:
+        """What a request sends for the scoped control ``kwarg`` while it is not moved, where another control's
+        default puts a value into its scope (``max_pixels``: into ``videos_kwargs`` too); None where nothing does."""
+        scope, dot, _ = kwarg.partition(".")
+        if not (dot and scope in SCOPES) or not self.default_mm_kwargs():
+            return None
+        return self.control_names(flat_kwargs(self.mm_processor_kwargs({}))).get(kwarg)
 
     def startup_mm_kwargs(self) -> dict[str, Any]:
         """Kwargs the engine starts with: cache-sizing controls the entry sets at their largest value (a checkbox

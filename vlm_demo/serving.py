@@ -31,7 +31,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     """Serve the Gradio page until SIGTERM (``kill``, ``docker stop``) or SIGINT (Ctrl-C), then stop in
     order (``_stop_serving``) and exit with status 0: the stop was asked for and done, nothing failed (128 +
     the signal's number is what a shell reports for a process the signal killed, which this one is not)."""
-    from .engine import EngineManager, has_gpu
+    from .engine import EngineManager, has_gpu, yield_to_other_sessions
     from .service import ChatService
     from .ui.app import build_app, launch_kwargs
 
@@ -40,6 +40,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     registry.get(name)  # unknown names fail here, before the server starts
     engines = EngineManager(settings)
     engines.warm()  # engine processes' imports now, beside the page's build
+    if yield_to_other_sessions(settings.session_nice):
+        logging.getLogger(__name__).info("this session runs at nice %d: a browser on this machine keeps its CPU while "
+                                         "an answer streams", settings.session_nice)
     atexit.register(engines.close)  # any other way out still stops the engines
     stop = StopSignals()
     if settings.start_at_launch:

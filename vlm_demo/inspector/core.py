@@ -5,7 +5,7 @@ and its run-length text. Nothing here renders templates or expands placeholders:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -47,6 +47,12 @@ class Expansion:
     frames_per_group: int | None = None
     """Videos: sampled frames per group (Qwen: 2 per temporal patch; InternVL, LLaVA-OneVision: 1), where
     the frames divide evenly among the groups."""
+    source: str | None = None
+    """Images: the document a page came from (its file name); None for a picture."""
+    page: int | None = None
+    """Images: the page's number in that document, from 1."""
+    dpi: int | None = None
+    """Images: the resolution the page was rasterised at (its ``orig_size`` is the rasterised size)."""
 
     def group_frames(self, k: int) -> tuple[int, ...]:
         """The 0-based sampled frames of group ``k`` (empty where the frames per group are not known)."""
@@ -56,6 +62,10 @@ class Expansion:
 
 VIDEO_FIELDS = ("num_frames", "timestamps_s", "groups", "frames_per_group")
 """``Expansion`` fields that only videos have (left out of an image's JSON)."""
+PAGE_FIELDS = ("source", "page", "dpi")
+"""``Expansion`` fields that only images have: where a document's page came from (left out of a video's JSON)."""
+Origin = tuple[str, int, int]
+"""Where an image came from when it is a document's page: (the document's file name, the page from 1, its DPI)."""
 
 
 @dataclass(frozen=True)
@@ -127,9 +137,10 @@ class Inspection:
 def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
             token_texts: Mapping[int, str] | None = None,
             joined: Mapping[int, tuple[int, str]] | None = None,
-            special_tokens: tuple[str, ...] = ()) -> Inspection:
+            special_tokens: tuple[str, ...] = (), origins: Sequence[Origin | None] = ()) -> Inspection:
     """Build the inspection of one rendered request (``token_texts``: each id's own text, where known;
-    ``joined``: characters that span several tokens; ``special_tokens``: the renderer's)."""
+    ``joined``: characters that span several tokens; ``special_tokens``: the renderer's; ``origins``: per image in
+    prompt order, the document page it is, or None)."""
     ids = rendered.prompt_token_ids
     items = {
         modality: tuple(
@@ -147,6 +158,8 @@ def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
                 thumbnail=g.thumbnail,
                 **(_video_fields(ids, r, g, rendered.token_ids[modality], _nth(rendered.frames.get(modality), i))
                    if modality == "video" else {}),
+                **(dict(zip(PAGE_FIELDS, origin, strict=True))
+                   if modality == "image" and (origin := _nth(tuple(origins), i)) is not None else {}),
             )
             for i, (r, g) in enumerate(zip(ranges, rendered.geometry[modality], strict=True))
         )
@@ -219,7 +232,7 @@ def to_json(inspection: Inspection) -> dict[str, Any]:
     }
     for modality, found in inspection.items.items():
         out[f"num_{modality}_tokens"] = inspection.budget.media_tokens[modality]
-        skip = {"index", "modality", *(VIDEO_FIELDS if modality != "video" else ())}
+        skip = {"index", "modality", *(VIDEO_FIELDS if modality != "video" else PAGE_FIELDS)}
         out[f"{modality}s"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(e).items()
                                 if k not in skip} for e in found]
     return out

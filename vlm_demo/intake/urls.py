@@ -19,6 +19,7 @@ import ipaddress
 import re
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 from urllib.parse import SplitResult, unquote_to_bytes, urljoin, urlsplit
 
@@ -27,6 +28,7 @@ from PIL import Image
 
 from ..errors import InputError
 from ..settings import Settings
+from .documents import DocumentOptions, Page, is_document_name, load_document
 from .images import load_image
 from .video import Video, is_video_name, load_video
 
@@ -81,6 +83,28 @@ async def load_video_url(url: str, settings: Settings) -> Video:
     return await asyncio.to_thread(load_video, data, settings, shown)
 
 
+async def load_document_url(url: str, settings: Settings, documents: DocumentOptions) -> tuple[Page, ...]:
+    """The pages ``documents`` names of the PDF at ``url`` (``data:application/pdf`` or allowed ``http(s)``),
+    rasterised and checked like an upload, in a worker thread."""
+    url = url.strip()
+    if url[:5].lower() == "data:":
+        data, name = decode_data_url(url, settings, "document"), "the PDF"
+    else:
+        data, name = await fetch(url, settings, "document"), Path(urlsplit(url).path).name or _short(url)
+    return await asyncio.to_thread(load_document, data, settings, documents, name)
+
+
+def is_document_url(url: str) -> bool:
+    """True for a ``data:application/pdf`` URL and for any other URL whose path ends in ``.pdf`` (any case)."""
+    text = url.strip()
+    if text[:5].lower() == "data:":
+        return text[5:20].lower() == "application/pdf"
+    try:
+        return is_document_name(urlsplit(text).path)
+    except ValueError:
+        return False
+
+
 def is_video_url(url: str) -> bool:
     """True for a ``data:video/...`` URL and for any other URL whose path ends in a video suffix (``.mp4``,
     ``.webm``, ``.mov``, ``.mkv``, any case; the query is not looked at). Nothing is fetched: the bytes are
@@ -94,19 +118,21 @@ def is_video_url(url: str) -> bool:
         return False
 
 
-def decode_data_url(url: str, settings: Settings, kind: Literal["image", "video"] = "image") -> bytes:
-    """The bytes of a ``data:<kind>/...;base64,...`` URL (``kind`` "image" or "video"), at most
-    ``max_upload_bytes`` for an image and ``max_video_bytes`` for a video; anything else is refused."""
+def decode_data_url(url: str, settings: Settings, kind: UrlKind = "image") -> bytes:
+    """The bytes of a ``data:<kind>/...;base64,...`` URL (``kind`` "image", "video" or "document":
+    ``data:application/pdf``), at most ``max_upload_bytes`` for an image or a document and ``max_video_bytes`` for a
+    video; anything else is refused."""
     cap = settings.max_video_bytes if kind == "video" else settings.max_upload_bytes
     if len(url) > cap * 4 // 3 + 1024:
         raise InputError(f"data: URL is larger than {cap:,} bytes")
     match = _DATA_URL.fullmatch(url.strip())
     if match is None:
-        example = "video/mp4" if kind == "video" else "image/png"
+        example = {"video": "video/mp4", "document": "application/pdf"}.get(kind, "image/png")
         raise InputError(f"malformed data: URL (expected data:{example};base64,...)")
     media_type = match["type"].strip().lower()
-    if not media_type.startswith(f"{kind}/"):
-        raise InputError(f"data: URL has media type {media_type or '(none)'!r}; only {kind}/* is accepted")
+    if not media_type.startswith(MEDIA_TYPES[kind]):
+        accepted = MEDIA_TYPES[kind] + ("*" if MEDIA_TYPES[kind].endswith("/") else "")
+        raise InputError(f"data: URL has media type {media_type or '(none)'!r}; only {accepted} is accepted")
     if "base64" in (p.strip().lower() for p in match["params"].split(";")):
         try:
             return base64.b64decode(re.sub(r"\s+", "", match["data"]), validate=True)
@@ -115,7 +141,12 @@ def decode_data_url(url: str, settings: Settings, kind: Literal["image", "video"
     return unquote_to_bytes(match["data"])
 
 
-async def fetch(url: str, settings: Settings, kind: Literal["image", "video"] = "image") -> bytes:
+MEDIA_TYPES = {"image": "image/", "video": "video/", "document": "application/pdf"}
+"""What a ``data:`` URL's media type begins with, and a fetch accepts, per kind of attachment."""
+UrlKind = Literal["image", "video", "document"]
+
+
+async def fetch(url: str, settings: Settings, kind: UrlKind = "image") -> bytes:
     """GET ``url`` under the module's rules; the body, or ``InputError`` saying which rule refused it.
     ``kind`` only words the request's ``Accept`` header and the messages; the rules are the same."""
     check_url(url, settings, kind)  # syntax, scheme, "fetching is off" and host rules first, before any timeout
@@ -138,7 +169,8 @@ async def _fetch(url: str, settings: Settings, kind: str) -> bytes:
             if parts.port is not None:
                 netloc += f":{parts.port}"
             target = parts._replace(netloc=netloc).geturl()
-            headers = {"Host": parts.netloc, "Accept": f"{kind}/*", "User-Agent": "vlm-demo"}
+            accept = MEDIA_TYPES[kind] + ("*" if MEDIA_TYPES[kind].endswith("/") else "")
+            headers = {"Host": parts.netloc, "Accept": accept, "User-Agent": "vlm-demo"}
             try:
                 async with client.stream("GET", target, headers=headers, extensions={"sni_hostname": host}) as resp:
                     if resp.is_redirect:

@@ -2,14 +2,16 @@
 ``Rendered``, ``Delta``..., then ``Done`` or ``Failed`` -> UI).
 
 ``requests``: the request and its events, and the conversation as OpenAI chat messages; ``checks``: a request
-checked before anything is rendered; ``detect``: Detect mode; ``chat``: ``ChatService``.
+checked before anything is rendered; ``detect``: Detect mode; ``pages``: a document read page by page; ``chat``:
+``ChatService``.
 """
 
 from .chat import ChatService
 from .checks import MEDIA_IO_KEYS, check_media_io, check_mm_kwargs, check_request, sent_media_io, video_sampling
 from .detect import detect_request, detect_sampling, grounding_of
-from .requests import ChatRequest, Delta, Done, Event, Failed, Rendered, Turn, Waiting, to_openai_messages
+from .pages import page_requests
+from .requests import ChatRequest, Delta, Done, Event, Failed, PageFigures, Rendered, Turn, Waiting, to_openai_messages
 
-__all__ = ["MEDIA_IO_KEYS", "ChatRequest", "ChatService", "Delta", "Done", "Event", "Failed", "Rendered", "Turn",
-           "Waiting", "check_media_io", "check_mm_kwargs", "check_request", "detect_request", "detect_sampling",
+__all__ = ["MEDIA_IO_KEYS", "ChatRequest", "ChatService", "Delta", "Done", "Event", "Failed", "PageFigures", "Rendered",
+           "Turn", "Waiting", "page_requests", "check_media_io", "check_mm_kwargs", "check_request", "detect_request", "detect_sampling",
            "grounding_of", "sent_media_io", "to_openai_messages", "video_sampling"]

@@ -18,10 +18,12 @@ from .. import profile
 from ..engine import Availability, EngineManager, RenderedPrompt, Renderer
 from ..errors import InputError, VlmDemoError
 from ..inspector import Inspection, inspect
+from ..intake import Page
 from ..registry import ModelSpec, Registry, Sampling
 from ..settings import WAITING_EVERY_S, Settings
 from .checks import check_mm_kwargs, check_request, sent_media_io
 from .detect import detect_sampling
+from .pages import each_page
 from .requests import ChatRequest, Delta, Done, Event, Failed, Rendered, Waiting, to_openai_messages
 
 log = logging.getLogger(__name__)
@@ -71,13 +73,16 @@ class ChatService:
         ``start_engine=False`` with vLLM's renderer alone unless the engine already runs."""
         spec = self.validate(request)
         engine = await (self.engines.get(spec) if start_engine else self.engines.renderer(spec))
-        return self._inspect(engine, await self._render(spec, engine, request))
+        return self._inspect(engine, await self._render(spec, engine, request), request)
 
     @staticmethod
-    def _inspect(engine: Renderer, rendered: RenderedPrompt) -> Inspection:
+    def _inspect(engine: Renderer, rendered: RenderedPrompt, request: ChatRequest) -> Inspection:
         ids = rendered.prompt_token_ids
         texts = engine.token_texts(ids)
-        return inspect(rendered, engine.token_runs(ids), texts, engine.joined_texts(ids, texts), engine.special_tokens)
+        origins = [(item.source, item.number, item.dpi) if isinstance(item, Page) else None
+                   for item in request.items("image")]
+        return inspect(rendered, engine.token_runs(ids), texts, engine.joined_texts(ids, texts), engine.special_tokens,
+                       origins)
 
     async def _prepare(self, spec: ModelSpec, engine: Renderer,
                        request: ChatRequest) -> tuple[RenderedPrompt, Sampling, Inspection | None]:
@@ -90,7 +95,7 @@ class ChatService:
             sampling = replace(sampling, max_tokens=room)
         inspection = None
         if request.detect:  # the grammar's bounds come from the render
-            inspection = self._inspect(engine, rendered)
+            inspection = self._inspect(engine, rendered, request)
             sampling = detect_sampling(sampling, spec, request.detect, inspection)
         return rendered, sampling, inspection
 
@@ -128,6 +133,14 @@ class ChatService:
         would give). Without it (the CLI) the engine starts first and renders itself (no renderer to build).
         ``sent`` (``time.perf_counter()``): when the person sent the question; a wait for the engine counts from
         there (default: from the render)."""
+        if request.each_page:  # one request per page, all at once
+            async with contextlib.aclosing(each_page(request, lambda one: self.chat(one, preview, sent))) as merged:
+                try:
+                    async for event in merged:
+                        yield event
+                except VlmDemoError as exc:
+                    yield Failed(str(exc))
+            return
         try:
             spec = self.validate(request)
             engine = self.engines.running(spec)
@@ -137,7 +150,7 @@ class ChatService:
                 engine = engine or await self.engines.get(spec)
                 t0 = time.perf_counter()
                 rendered, sampling, inspection = await self._prepare(spec, engine, request)
-                events = self._answer(engine, rendered, sampling, t0, announce=inspection or True)
+                events = self._answer(engine, rendered, sampling, t0, announce=inspection or request)
             async with contextlib.aclosing(events):  # closed early (Stop, a closed tab): the request is aborted
                 async for event in events:
                     yield event
@@ -151,7 +164,7 @@ class ChatService:
         engine generates from that render; the wait counts from ``sent`` (else from the render)."""
         renderer = await self.engines.renderer(spec)
         rendered, sampling, inspection = await self._prepare(spec, renderer, request)
-        yield Rendered(rendered, inspection or self._inspect(renderer, rendered), sampling)
+        yield Rendered(rendered, inspection or self._inspect(renderer, rendered, request), sampling)
         t_wait = sent if sent is not None else time.perf_counter()
         start = asyncio.ensure_future(self.engines.get(spec))
         while not start.done():
@@ -166,9 +179,9 @@ class ChatService:
                 yield event
 
     async def _answer(self, engine: Renderer, rendered: RenderedPrompt, sampling: Sampling, t0: float,
-                      waited: float = 0.0, announce: Inspection | bool = False) -> AsyncIterator[Event]:
+                      waited: float = 0.0, announce: Inspection | ChatRequest | None = None) -> AsyncIterator[Event]:
         """The answer to ``rendered`` as ``Delta`` events, then ``Done``; ``announce``: a ``Rendered`` first (with
-        this inspection, or one made here). The request goes to the engine first; the inspection and the
+        this inspection, or one made here of this request's render). The request goes to the engine first; the inspection and the
         consumer's handling of ``Rendered`` (the UI draws its panels) then overlap the prefill instead of
         delaying it. Closing the stream early aborts the engine request (the stream's own cleanup)."""
         stream = engine.stream(rendered, sampling)
@@ -176,8 +189,8 @@ class ChatService:
         await asyncio.sleep(0)  # the request task takes its first step (input processing) before the inspection
         answer, reasoning, n, n_reasoning, t_first, finish, cached = "", "", 0, 0, 0.0, None, 0
         try:
-            if announce:
-                inspection = announce if isinstance(announce, Inspection) else self._inspect(engine, rendered)
+            if announce is not None:
+                inspection = announce if isinstance(announce, Inspection) else self._inspect(engine, rendered, announce)
                 yield Rendered(rendered, inspection, sampling)
             delta = await first
             while delta is not None:

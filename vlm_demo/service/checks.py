@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import profile
 from ..errors import InputError
+from ..intake import Page
 from ..registry import ModelSpec
 from ..settings import VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
 from .detect import grounding_of
@@ -111,14 +112,24 @@ def check_request(request: ChatRequest, spec: ModelSpec, settings: Settings) -> 
         if not allowed:
             takes = ", ".join(m for m, n in spec.engine_args.limit_mm_per_prompt.items() if n) or "text only"
             raise InputError(f"{spec.name} does not take {modality} (it takes: {takes}); pick a model that does")
-        n = request.turns[-1].count(modality)
-        if n > min(per_turn, allowed):
-            raise InputError(f"{_plural(n, modality)} in one message; {spec.name} takes at most "
-                             f"{min(per_turn, allowed)}")
-        total = sum(t.count(modality) for t in request.turns)
-        if total > min(per_conversation, allowed):
-            raise InputError(f"the conversation holds {_plural(total, modality)}; {spec.name} takes at most "
-                             f"{min(per_conversation, allowed)} per prompt")
+        # The app's limits count attachments (a document's pages are bounded by max_document_pages); the model's
+        # limit_mm_per_prompt counts what vLLM gets, every page an image.
+        n, total = request.turns[-1].count(modality), len(request.items(modality))
+        pages = sum(1 for item in request.items(modality) if isinstance(item, Page))
+        counted = f" ({pages} of them document pages)" if pages else ""
+        fewer = " per prompt: choose fewer pages" if pages else ""
+        if n > allowed:
+            raise InputError(f"{_plural(n, modality)} in one message{counted}; {spec.name} takes at most {allowed}{fewer}")
+        if total > allowed:
+            raise InputError(f"the conversation holds {_plural(total, modality)}{counted}; {spec.name} takes at most "
+                             f"{allowed} per prompt{': choose fewer pages' if pages else ''}")
+        own = sum(1 for item in request.turns[-1].media.get(modality, ()) if not isinstance(item, Page))
+        if own > per_turn:
+            raise InputError(f"{_plural(own, modality)} in one message; the limit is {per_turn}")
+        held = sum(1 for item in request.items(modality) if not isinstance(item, Page))
+        if held > per_conversation:
+            raise InputError(f"the conversation holds {_plural(held, modality)}; the limit is {per_conversation} "
+                             "(clear the chat to go on)")
     check_media_io(request.media_io, settings)
     check_sampled_frames(request, spec, settings)
     check_mm_kwargs(profile.profile(spec), request.mm_kwargs)

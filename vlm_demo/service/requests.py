@@ -10,7 +10,7 @@ from typing import Any, Literal
 from ..engine import RenderedPrompt
 from ..errors import InputError
 from ..inspector import Inspection
-from ..intake import ImageEmbeds, Video
+from ..intake import ImageEmbeds, Page, Video
 from ..registry import Sampling
 
 
@@ -23,8 +23,8 @@ class Turn:
     text: str
     """What was said."""
     media: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
-    """Attachments per modality (user turns only): ``{"image": (decoded RGB images or precomputed
-    image embeddings, ...), "video": (checked videos, ...)}``."""
+    """Attachments per modality (user turns only): ``{"image": (decoded RGB images, documents' pages or
+    precomputed image embeddings, ...), "video": (checked videos, ...)}``."""
 
     def count(self, modality: str) -> int:
         """How many items of ``modality`` the message holds."""
@@ -51,6 +51,13 @@ class ChatRequest:
     detect: str = ""
     """Detect mode's "what to find" ("": off; ``detect_request`` sets it): the answer is held to the family's box
     grammar, every coordinate inside the picture as the engine's processor made it (known once rendered)."""
+
+    each_page: bool = False
+    """Read the question's documents page by page: one request per page, sent together (``service.pages``)."""
+
+    def items(self, modality: str) -> tuple[Any, ...]:
+        """The conversation's attachments of ``modality``, in prompt order (as vLLM numbers them)."""
+        return tuple(item for turn in self.turns for item in turn.media.get(modality, ()))
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,24 @@ class Delta:
 
 
 @dataclass(frozen=True)
+class PageFigures:
+    """One page's figures in a document read page by page."""
+
+    label: str
+    """"page 3 of report.pdf"."""
+    tokens: int
+    """Tokens generated for it."""
+    ttft_s: float
+    """Seconds from its request reaching the engine to its first token."""
+    tokens_per_s: float
+    """Its tokens per second after the first."""
+    done_s: float
+    """Seconds from the document's send to its last token."""
+    failed: str = ""
+    """Why it failed ("": it did not)."""
+
+
+@dataclass(frozen=True)
 class Done:
     """The answer is complete."""
 
@@ -125,6 +150,10 @@ class Done:
     """How many of ``num_tokens`` are reasoning: the generated tokens up to and including the end marker."""
     wait_s: float = 0.0
     """Seconds the request waited for the model's engine to start (0 when it was running)."""
+    pages: tuple[PageFigures, ...] = ()
+    """A document read page by page: each page's figures, in page order (empty otherwise)."""
+    total_s: float = 0.0
+    """A document read page by page: seconds from the send to the last page's last token."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +185,7 @@ def _part(modality: str, item: Any) -> dict[str, Any]:
     if modality == "image":
         if isinstance(item, ImageEmbeds):
             return {"type": "image_embeds", "image_embeds": dict(item.tensors)}
-        return {"type": "image_pil", "image_pil": item}
+        return {"type": "image_pil", "image_pil": item.image if isinstance(item, Page) else item}
     if modality == "video" and isinstance(item, Video):
         return {"type": "video_url", "video_url": {"url": item.data_url()}}
     raise InputError(f"{modality} attachments are not supported")

@@ -56,9 +56,13 @@ def wire(page: Page, on: Handlers) -> None:
     page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.conversation], api_name="clear",
                          show_progress_on=[page.chat])
     page.inspect_btn.click(on.inspect, None, inspect_outputs, api_name="inspect", **inspecting)
-    for control in page.controls.components:  # a slider on release (Enter in its box too), a checkbox on a click
-        moved = control.input if isinstance(control, gr.Checkbox) else control.release
-        moved(on.inspect, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
+    gr.api(on.document_cost, api_name="document_cost")  # what a PDF will cost, for a program (an agent's tool)
+    for control in page.controls.components:  # a slider on release (Enter in its box too), a checkbox on a click,
+        # the pages box on Enter or leaving it
+        moved = ([control.input] if isinstance(control, gr.Checkbox) else [control.submit, control.blur]
+                 if isinstance(control, gr.Textbox) else [control.release])
+        for event in moved:
+            event(on.inspect, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
     # A switch: the new model's controls, sampling, Detect, Compare's pickers and "starting" at once (property
     # updates only), its engine's start (the status follows it), and the panels from vLLM's renderer meanwhile
     # (a switch also stops the session's answer: a question that waits for one model's engine would keep the
@@ -110,6 +114,13 @@ PAGE_JS = """() => {
     const t = e.target;
     if (t instanceof HTMLInputElement && t.type === 'file') setTimeout(() => { t.value = ''; }, 0);
   }, true);
+  // The expansion gallery focuses the picture it opens on, and the browser scrolled the page to it: after each
+  // answer the view jumped from the streaming answer to the gallery. Focused without scrolling, it stays put.
+  const focus = HTMLElement.prototype.focus;
+  HTMLElement.prototype.focus = function (options) {
+    if (this.classList && this.classList.contains('thumbnail-item')) return focus.call(this, {...options, preventScroll: true});
+    return focus.call(this, options);
+  };
 }"""
 """The page's own script, run once it has loaded."""
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import profile
 from ..service import video_sampling
-from ..settings import VIDEO_FPS, VIDEO_NUM_FRAMES
+from ..settings import DOCUMENT_DPI, VIDEO_FPS, VIDEO_NUM_FRAMES
 
 PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
 """The prompt and expansion panels."""
@@ -78,15 +78,15 @@ def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any]
                max_tokens: int | None = None, seed: int = -1, urls: str = "", controls: dict[str, Any] | None = None,
                model_b: str | None = None, controls_b: dict[str, Any] | None = None, detect: str = "") -> list[Any]:
     """The inputs of one of the page's API endpoints, by name, in the order ``gradio_client`` sends them.
-    ``controls``: image settings by kwarg, and ``num_frames`` / ``fps`` for videos (the model's initial values
-    otherwise); sampling defaults are the
+    ``controls``: image settings by kwarg, ``num_frames`` / ``fps`` for videos and ``dpi`` / ``pages`` for
+    documents (the model's initial values otherwise); sampling defaults are the
     model's own. ``model_b``/``controls_b``: Compare's side B. ``detect``: what Detect mode finds ("": off)."""
     kwargs = control_names(registry)
 
     def control_values(name: str, chosen: dict[str, Any] | None, side: str = "") -> dict[str, Any]:
         spec = registry.get(name)
         first = {c.kwarg: c.initial for m in reversed(registry.models) for c in profile.profile(m).controls}  # hidden
-        first.update(video_defaults(spec))
+        first.update(video_defaults(spec) | document_defaults(spec))
         found = profile.profile(spec)
         return {control_input(k, side): (chosen or {}).get(k, found.initial(k) if found.control(k) else first[k])
                 for k in kwargs}
@@ -104,11 +104,23 @@ def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any]
 
 VIDEO_OPTIONS = ("num_frames", "fps")
 """The video sampling controls (vLLM's per-request ``media_io_kwargs["video"]``), after the processor kwargs."""
+DOCUMENT_OPTIONS = ("dpi", "pages", "each_page")
+"""How documents are read (the app's, not vLLM's: a page reaches vLLM as a picture): the rasterising resolution,
+which pages ("1-3,7"; "": all) and whether each page is asked on its own, after the video controls."""
+APP_OPTIONS = (*VIDEO_OPTIONS, *DOCUMENT_OPTIONS)
+"""The controls that are no processor kwarg."""
 
 
 def control_names(registry: Any) -> tuple[str, ...]:
-    """The names of a picker's controls, in order: every model's processor kwargs, then ``VIDEO_OPTIONS``."""
-    return (*sorted({c.kwarg for spec in registry.models for c in profile.profile(spec).controls}), *VIDEO_OPTIONS)
+    """The names of a picker's controls, in order: every model's processor kwargs, then ``VIDEO_OPTIONS`` and
+    ``DOCUMENT_OPTIONS``."""
+    return (*sorted({c.kwarg for spec in registry.models for c in profile.profile(spec).controls}), *APP_OPTIONS)
+
+
+def document_defaults(spec: Any) -> dict[str, Any]:
+    """Where the document controls start for ``spec``: its family's DPI where its checkpoint documents one, every
+    page."""
+    return {"dpi": profile.adapter(spec).document_dpi or DOCUMENT_DPI, "pages": "", "each_page": False}
 
 
 def has_grounding(spec: Any) -> bool:

@@ -13,8 +13,10 @@ import gradio as gr
 from .. import profile
 from ..errors import InputError
 from ..service import video_sampling
-from ..settings import VIDEO_NUM_FRAMES, Settings
-from .contract import VIDEO_OPTIONS, control_input, control_names, takes_video, video_defaults
+from ..intake import DocumentOptions
+from ..settings import DOCUMENT_DPI_RANGE, VIDEO_NUM_FRAMES, Settings
+from .contract import (APP_OPTIONS, DOCUMENT_OPTIONS, VIDEO_OPTIONS, control_input, control_names, document_defaults,
+                       takes_video, video_defaults)
 
 
 def user_error(message: str) -> gr.Error:
@@ -38,6 +40,9 @@ def typed_input(component: Any, kind: str) -> Any:
         if kind == "bool":
             if not isinstance(payload, bool):
                 raise user_error(f"{name}: expected true or false, got {payload!r}")
+        elif kind == "text":
+            if payload is not None and not isinstance(payload, str):
+                raise user_error(f"{name}: expected text, got {payload!r}")
         elif isinstance(payload, bool) or not isinstance(payload, (int, float)):
             raise user_error(f"{name}: expected a number, got {payload!r}")
         return payload
@@ -49,7 +54,8 @@ def typed_input(component: Any, kind: str) -> Any:
 class Controls:
     """A model picker's controls: one component per processor kwarg any model offers (a slider, or a checkbox
     for a bool), shown for the models that have it; then the video sampling sliders (``VIDEO_OPTIONS``),
-    shown for models that take video."""
+    shown for models that take video, and how documents are read (``DOCUMENT_OPTIONS``: a DPI slider, a pages
+    box)."""
 
     registry: Any
     """The models whose controls these are."""
@@ -86,11 +92,22 @@ class Controls:
         return dict(zip(self.kwargs, values, strict=True))
 
     def props(self, model: str, name: str) -> dict[str, Any]:
-        """The properties of control ``name`` (a processor kwarg or a ``VIDEO_OPTIONS`` slider) as ``model`` has
+        """The properties of control ``name`` (a processor kwarg or an ``APP_OPTIONS`` control) as ``model`` has
         it: shown or hidden, its label, its value and (a slider) its range. The page's one component per name
         takes these at build time and again, as a property update, whenever the model picker moves, so a switch
         never makes a component in an event handler."""
         spec = self.registry.get(model)
+        if name in DOCUMENT_OPTIONS:
+            takes = spec.engine_args.limit_mm_per_prompt.get("image", 0) > 0
+            start = document_defaults(spec)[name]
+            if name == "dpi":
+                return {"minimum": DOCUMENT_DPI_RANGE[0], "maximum": DOCUMENT_DPI_RANGE[1], "step": 1, "value": start,
+                        "visible": takes, "label": "dpi (a PDF's pages are rasterised at this resolution)"}
+            if name == "each_page":
+                return {"value": start, "visible": takes, "label": "each page on its own (one request per page, "
+                        "sent together; else all pages in one request)"}
+            return {"value": start, "visible": takes, "label": "pages (of each PDF: 1-3,7; empty: all, up to "
+                    f"{self.settings.max_document_pages})", "placeholder": "all"}
         if name in VIDEO_OPTIONS:
             by_rate = video_sampling(spec) == "fps"
             if name == "num_frames":
@@ -104,7 +121,10 @@ class Controls:
         found = profile.profile(spec)
         own = found.control(name)
         setting = own or self.setting(name)
-        label = setting.label if setting.default is not None else f"{setting.label} (checkpoint's own until moved)"
+        label = setting.label
+        if setting.default is None:  # not sent until moved: whose value applies meanwhile
+            follows = own is not None and found.inherited(name) is not None
+            label += f" ({name.partition('.')[2]}'s until moved)" if follows else " (checkpoint's own until moved)"
         props = {"value": found.initial(name) if own else setting.initial, "label": label, "visible": own is not None}
         if setting.kind == "bool":
             return props
@@ -116,14 +136,19 @@ class Controls:
 
     def kind(self, name: str) -> str:
         """"bool" (a checkbox), "int" or "number" (a slider) for control ``name``."""
-        if name in VIDEO_OPTIONS:
-            return "int" if name == "num_frames" else "number"
+        if name == "pages":
+            return "text"
+        if name == "each_page":
+            return "bool"
+        if name in VIDEO_OPTIONS or name == "dpi":
+            return "int" if name in ("num_frames", "dpi") else "number"
         return self.setting(name).kind
 
     def component(self, model: str, name: str, **extra: Any) -> Any:
         """The component for control ``name``, as ``model`` has it (built once, with the page)."""
         props, kind = self.props(model, name), self.kind(name)
-        made = gr.Checkbox(**props, **extra) if kind == "bool" else gr.Slider(**props, **extra)
+        make = {"bool": gr.Checkbox, "text": gr.Textbox}.get(kind, gr.Slider)
+        made = make(**props, **extra)
         return typed_input(made, kind)
 
     def updates(self, model: str) -> list[Any]:
@@ -138,7 +163,7 @@ class Controls:
         chosen = {}
         for kwarg, value in self.by_kwarg(values).items():
             own = found.control(kwarg)
-            if own is None or value is None or kwarg in VIDEO_OPTIONS:
+            if own is None or value is None or kwarg in APP_OPTIONS:
                 continue
             value = _typed(own, value)
             if own.default is not None or value != found.initial(kwarg):
@@ -156,6 +181,18 @@ class Controls:
         if fps not in (None, 0, 0.0):
             video["fps"] = fps
         return {"video": video} if video else {}
+
+
+    def each_page(self, values: Mapping[str, Any] | Sequence[Any]) -> bool:
+        """Whether the controls' ``values`` ask for each document page on its own."""
+        return bool(self.by_kwarg(values).get("each_page"))
+
+    def documents(self, values: Mapping[str, Any] | Sequence[Any]) -> DocumentOptions:
+        """How the controls' ``values`` (``by_kwarg``) read documents (the intake checks them)."""
+        chosen = self.by_kwarg(values)
+        dpi = chosen.get("dpi")
+        return DocumentOptions(dpi=int(dpi) if isinstance(dpi, float) and dpi.is_integer() else dpi,  # type: ignore[arg-type]
+                               pages=chosen.get("pages") or "")
 
 
 def _typed(control: Any, value: Any) -> Any:

@@ -17,15 +17,16 @@ from .. import intake
 from ..conversation import Conversation, Exchange, chat_messages
 from ..errors import InputError, VlmDemoError
 from ..inspector.audit import UNCHECKED, Verdict
-from ..service import ChatRequest, ChatService, Turn, detect_request
+from ..intake import DocumentOptions
+from ..service import ChatRequest, ChatService, Turn, detect_request, page_requests
 from ..service.audit import Auditor
-from ..settings import ATTACHMENTS_CHECKED, STATUS_EVERY_S
+from ..settings import ATTACHMENTS_CHECKED, PAGE_RENDERS_KEPT, STATUS_EVERY_S
 from .chat_request import chat_request, read_message
-from .contract import RENDER_OUTPUTS, has_grounding
+from .contract import RENDER_OUTPUTS, document_defaults, has_grounding
 from .controls import Controls, user_error
 from .layout import Page
 from .stream import STOP_OFF, Answers
-from .views import audit_html, panels, refusal_text, rendered_view, state_text
+from .views import audit_html, pages_view, panels, refusal_text, rendered_view, state_text
 
 
 class Handlers:
@@ -41,6 +42,10 @@ class Handlers:
         self.answers = Answers(service, page)
         self._auditors: dict[str, Auditor] = {}
         """Each endpoint model's audits (its reference renderer, built at the first)."""
+        self._inspects: dict[str, int] = {}
+        """Per session, how many renders its Inspect and controls have asked for."""
+        self._shown: dict[str, int] = {}
+        """Per session, the number of the latest of those renders shown."""
         self._checked: dict[str, str] = {}
         """Files attached to the message box, checked: why each was refused ("" where it was not)."""
 
@@ -86,7 +91,7 @@ class Handlers:
         marks = {"handler": time.time()}
         sent = time.perf_counter()
         try:
-            user, shown = await read_message(message, urls, self.settings)
+            user, shown = await read_message(message, urls, self.settings, self.page.controls.documents(controls))
         except VlmDemoError as exc:  # an attachment or URL refused: said beside the box, the question stays in it
             yield {self.page.message_note: f"**refused**: {exc}"}
             raise user_error(str(exc)) from None
@@ -148,10 +153,11 @@ class Handlers:
         return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[],
                                 export_json="", export_curl="", export_py="") | {self.page.conversation: Conversation()}
 
-    async def to_inspect(self, message, conversation, urls) -> tuple[Turn, ...]:
-        """The turns to inspect: the conversation with the typed message, or else up to its last question."""
+    async def to_inspect(self, message, conversation, urls, documents: DocumentOptions) -> tuple[Turn, ...]:
+        """The turns to inspect: the conversation with the typed message (its documents read as ``documents``
+        says), or else up to its last question."""
         conversation = _conversation(conversation).settled()
-        user, _ = await read_message(message, urls, self.settings)
+        user, _ = await read_message(message, urls, self.settings, documents)
         if user.text or user.media:
             return (*conversation.turns(), user)
         if conversation.exchanges:
@@ -159,26 +165,44 @@ class Handlers:
             return (*before.turns(), exchange.user)
         return ()
 
-    async def inspect(self, *, message, conversation, model, system, urls, **controls) -> dict[Any, Any]:
-        """Render and expand without generating (the ``/inspect`` API; the controls call it as they move)."""
+    async def inspect(self, request: gr.Request, *, message, conversation, model, system, urls,
+                      **controls) -> dict[Any, Any]:
+        """Render and expand without generating (the ``/inspect`` API; the controls call it as they move). Two
+        controls moved one after the other (a box left for a slider's box) render at once; a render that ends
+        after a later one of the same session has been shown is dropped, so the panels show the last move."""
+        session = _session(request)
+        serial = self._inspects[session] = self._inspects.pop(session, 0) + 1  # (re-inserted: the most recent last)
+        while len(self._inspects) > PAGE_RENDERS_KEPT:  # sessions gone long ago
+            oldest = next(iter(self._inspects))
+            del self._inspects[oldest]
+            self._shown.pop(oldest, None)
         try:
-            return await self._inspect(message, conversation, model, system, urls, controls, quiet=False)
+            view = await self._inspect(message, conversation, model, system, urls, controls, quiet=False)
         except VlmDemoError as exc:
+            if self._shown.get(session, 0) > serial:
+                return gr.skip()
             raise user_error(str(exc)) from None
+        if self._shown.get(session, 0) > serial:
+            return gr.skip()
+        self._shown[session] = serial
+        return view
 
     async def _inspect(self, message, conversation, model, system, urls, controls: Mapping[str, Any],
                        quiet: bool) -> dict[Any, Any]:
         """The panels of the inspected conversation; ``quiet`` (``follow``): nothing to render empties the panels
         (else the stats line asks for a question). A refusal is raised as it is."""
-        turns = await self.to_inspect(message, conversation, urls)
+        turns = await self.to_inspect(message, conversation, urls, self.page.controls.documents(controls))
         if not turns:
             if quiet:
                 return self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
             return self.page.values(stats="add an image or a question to inspect")
         request = self.request(model, turns, system, (0.0, 1.0, 1, None), controls)
-        inspection = await self.service.inspect(request, start_engine=False)  # not waiting for an engine start
-        images = [im for t in request.turns for im in t.media.get("image", ())]
-        view = await asyncio.to_thread(panels, self.service, inspection, images)
+        if request.each_page:  # each page's own request, as each will be sent
+            rendered = [(one, await self.service.inspect(one, start_engine=False)) for _, one in page_requests(request)]
+            view = await asyncio.to_thread(pages_view, self.service, rendered)
+        else:
+            inspection = await self.service.inspect(request, start_engine=False)  # not waiting for an engine start
+            view = await asyncio.to_thread(panels, self.service, inspection, request)
         return self.page.values(**view | {"gallery": opened(view["gallery"])})
 
     async def compare(self, *, message, conversation, urls, model_a, model_b, **controls) -> list[Any]:
@@ -186,18 +210,50 @@ class Handlers:
         sides' controls, by input name)."""
         outputs: list[Any] = []
         try:
-            turns = await self.to_inspect(message, conversation, urls)
+            turns = await self.to_inspect(message, conversation, urls, self.page.controls_a.documents(controls))
             if not turns:
                 raise InputError("add an image and a question first")
             for model, control_set in ((model_a, self.page.controls_a), (model_b, self.page.controls_b)):
                 request = self.request(model, turns, "", (0.0, 1.0, 1, None), controls, control_set)
                 inspection = await self.service.inspect(request, start_engine=False)
-                images = [im for t in turns for im in t.media.get("image", ())]
-                view = await asyncio.to_thread(panels, self.service, inspection, images)
+                view = await asyncio.to_thread(panels, self.service, inspection, request)
                 outputs += [view["budget"] + view["prompt"], opened(view["gallery"])]
         except VlmDemoError as exc:
             raise user_error(str(exc)) from None
         return outputs
+
+    async def document_cost(self, document: str, model: str, pages: str = "", dpi: int = 0,
+                            question: str = "Read this document.") -> dict[str, Any]:
+        """What a PDF (or a picture) will cost a model before anyone sends it: each page's vision tokens as vLLM's
+        renderer expands it, as its own request and all pages in one, against the model's context window, with the
+        rendered prompt. Nothing is generated and no engine starts.
+
+        Args:
+            document: the PDF or picture as a data: URL (data:application/pdf;base64,... or data:image/png;base64,...)
+            model: a model name of this app (its models.yaml entries)
+            pages: which pages of a PDF, from 1, e.g. "1-3,7" (empty: all, up to the app's max-pages setting)
+            dpi: the resolution a PDF's pages are rasterised at, 72-300 (0: the model family's, else 144)
+            question: the text asked with it (its tokens count too)
+        """
+        try:
+            spec = self.registry.get(model)
+            options = DocumentOptions(dpi=dpi or document_defaults(spec)["dpi"], pages=pages or "")
+            items = await intake.load_url(document, self.settings, documents=options)
+            request = ChatRequest(model, (Turn("user", question, {"image": items}),), each_page=True)
+            split = page_requests(request) if any(isinstance(i, intake.Page) for i in items) else [(None, request)]
+            rendered = [await self.service.inspect(one, start_engine=False) for _, one in split]
+        except VlmDemoError as exc:
+            raise user_error(str(exc)) from None
+        found = [(one.items["image"][-1], one.budget.total) for one in rendered]
+        window = rendered[0].budget.max_model_len
+        costs = [{"page": e.page, "source": e.source, "size": e.orig_size, "processed_size": e.processed_size,
+                  "dpi": e.dpi, "tokens": e.count, "positions": e.length, "request_tokens": total,
+                  "fits": total < window} for e, total in found]
+        vision = sum(e.length for e, _ in found)
+        return {"model": model, "max_model_len": window, "pages": costs, "vision_tokens": vision,
+                "all_in_one_request_tokens": vision + rendered[0].budget.text_tokens,
+                "all_in_one_request_fits": vision + rendered[0].budget.text_tokens < window,
+                "rendered_prompt": rendered[0].prompt, "content_format": rendered[0].content_format}
 
     async def load_model(self, name: str) -> str:
         """Start (or switch to) the model's engine (the ``/load_model`` API); the page's status line follows the
@@ -269,7 +325,7 @@ class Handlers:
         for path in files:
             if path and path not in self._checked:
                 try:
-                    await intake.load_file(path, self.settings, name=Path(path).name)
+                    await intake.check_file(path, self.settings, name=Path(path).name)
                     self._checked[path] = ""
                 except VlmDemoError as exc:
                     self._checked[path] = str(exc)

@@ -12,7 +12,7 @@ import gradio as gr
 
 from ..conversation import Conversation
 from ..inspector import PROMPT_CSS
-from ..intake import VIDEO_SUFFIXES
+from ..intake import DOCUMENT_SUFFIXES, VIDEO_SUFFIXES
 from ..service import ChatService
 from ..settings import STATUS_EVERY_S
 from .contract import has_grounding
@@ -32,7 +32,15 @@ mark.ph, mark.ph * { background: #ffd54f; color: #000; } mark.sp, mark.sp * { ba
   #model-row { flex-direction: column; align-items: stretch; }
   #model-row > * { width: 100%; max-width: 100%; }
   #chat-panel { order: -1; }
+  #chat { height: 300px !important; max-height: 300px !important; }  /* the message box on the first screen */
+  #engine-state .also-running { display: block; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+  #intro p { display: none; }  /* the title alone: the model, its status and the chat come first */
 }
+#engine-state .also-running { font-size: 12px; }
+/* the expansion table's numbers stay whole (count, positions, grid): Gradio's cells break words anywhere, and a phone
+   showed counts as "49 5", "11x4 5" */
+#image-table [role=gridcell]:is(:nth-child(3), :nth-child(4), :nth-child(6)) span { word-break: keep-all !important;
+  overflow-wrap: normal !important; }
 .budget { display: flex; height: 18px; border-radius: 4px; overflow: hidden; background: #e8f5e9; }
 .audit { border-left: 4px solid #9e9e9e; padding: 2px 8px; margin: 0 0 6px; }  /* an endpoint model's render audit */
 .audit-equal { border-left-color: #2e7d32; } .audit-differs { border-left-color: #c62828; }
@@ -166,7 +174,7 @@ def layout(service: ChatService, default_model: str) -> Page:
     export and compare below. Call inside ``gr.Blocks``."""
     choices = picker_choices(service)
     gr.Markdown("# vlm-demo\nChat with a vision-language model served by vLLM and see exactly what the "
-                "engine receives: the rendered prompt, each image's tokens, and the streamed answer.")
+                "engine receives: the rendered prompt, each image's tokens, and the streamed answer.", elem_id="intro")
     parts: dict[str, Any] = {"conversation": gr.State(Conversation()), "rendered": gr.State((0, False)),
                              "current": gr.State(default_model)}
     with gr.Row(elem_id="model-row"):
@@ -233,11 +241,11 @@ def _chat_panel(service: ChatService) -> dict[str, Any]:
     parts: dict[str, Any] = {}
     gr.Markdown("### 3 · Chat")
     parts["chat"] = gr.Chatbot(label="Chat", elem_id="chat", height=440)
-    parts["message"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, ".safetensors"],
+    parts["message"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, *DOCUMENT_SUFFIXES, ".safetensors"],
                                         file_count="multiple", elem_id="question", label="Message",
                                         show_label=False,
-                                        placeholder="Ask about the images or videos (upload, paste or drop "
-                                                    "them here)")
+                                        placeholder="Ask about images, videos or PDF documents (upload, paste "
+                                                    "or drop them here)")
     parts["message_note"] = gr.Markdown(elem_id="message-note")
     parts["urls"] = gr.Textbox(label="Image or video URLs (one a line; http(s) from allowed hosts, or data:)",
                                visible=service.settings.url_fetch, lines=1, elem_id="image-urls")

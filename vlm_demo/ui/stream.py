@@ -20,7 +20,7 @@ from ..service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, W
 from ..settings import PAGE_RENDERS_KEPT
 from .controls import user_error
 from .layout import STOP_LABEL, Page
-from .views import Boxes, stats_data, stats_of, stats_text, waiting_text
+from .views import Boxes, sent_text, stats_data, stats_of, stats_text, waiting_text
 
 STOP_ON, STOP_OFF = gr.update(interactive=True), gr.update(interactive=False)
 """Stop while an answer runs, and not otherwise."""
@@ -181,7 +181,7 @@ class Answers:
         # what happens now on the stats line, and Stop (a wait for an engine can be stopped too). The session's
         # state takes the question with its render (a refusal just after could otherwise leave it there unanswered)
         shown: dict[str, Any] = streaming_values(stats_data(None, "rendering")) | {
-            "stats": "rendering the question with vLLM's renderer…", "message_note": ""}
+            "stats": sent_text(self.service, request.model), "message_note": ""}
         yield page.values(**shown, chat=chat_messages(live.shown(conversation))) | {
             page.rendered: (next(self._serial), clear_box)}
         async with contextlib.aclosing(self.service.chat(request, preview=True, sent=sent)) as events:

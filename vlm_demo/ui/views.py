@@ -9,6 +9,7 @@ import html
 import io
 import json
 import os
+import shlex
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -17,15 +18,15 @@ from PIL import Image
 
 from .. import profile
 from ..conversation import Stats
-from ..export import chat_completions_body, curl_command, python_snippet, serve_command
+from ..export import chat_completions_body, curl_command, pages_snippet, python_snippet, serve_command
 from ..families.grounding import Grounding
 from ..grounding import draw as draw_boxes
 from ..grounding import place
 from ..grounding import rows as box_rows
 from ..inspector.audit import Verdict
 from ..inspector import Expansion, Inspection, contact_sheet, draw_overlay, prompt_html, run_length_text
-from ..intake import ImageEmbeds, Recent, image_digest
-from ..service import ChatRequest, ChatService, Done, Waiting
+from ..intake import Page, Recent, image_digest, page_ranges, picture
+from ..service import ChatRequest, ChatService, Done, Waiting, page_requests
 from ..settings import ENCODED_IMAGES_KEPT
 
 OVERLAYS = Path(tempfile.gettempdir()) / "vlm-demo-overlays"  # the expansion panel's pictures, named by content
@@ -58,7 +59,7 @@ def state_text(service: ChatService, name: str, starting: bool = False) -> str:
             state += " (it starts at the first question)"
     others = [f"{service.registry.get(other).label} {state}" for other, state in engines.states() if other != name
               and other in service.registry.names]
-    warm = f"\n\nalso running: {' · '.join(others)}" if others else ""
+    warm = f'\n\n<span class="also-running">also running: {html.escape(" · ".join(others))}</span>' if others else ""
     return f"{spec.display_label} — engine: {state}{note}{warm}"
 
 
@@ -86,13 +87,39 @@ def budget_html(inspection: Inspection) -> str:
     return (f'<div class="budget" title="{title}, text {b.text_tokens}, free {b.free}">{bars}'
             f'<div class="txt" style="width:{pct(b.text_tokens):.2f}%"></div></div>'
             f'<p class="budget-text">{b.total:,} of {b.max_model_len:,} tokens: {words} · '
-            f'text {b.text_tokens:,} · free {b.free:,}</p>')
+            f'text {b.text_tokens:,} · free {b.free:,}</p>'
+            + (f'<p class="budget-documents">{html.escape(docs)}</p>' if (docs := documents_text(inspection)) else ""))
+
+
+def item_name(e: Expansion) -> str:
+    """How the panels name an item: "image 2", "video 1", or a document's page: "page 3 of report.pdf"."""
+    return f"page {e.page} of {e.source}" if e.page is not None else f"{e.modality} {e.index + 1}"
+
+
+def documents_text(inspection: Inspection) -> str:
+    """Each document's pages and what they cost together against the context window ("report.pdf: 3 pages at 144
+    dpi, 3,330 tokens, 40.6% of the context"); "" without documents."""
+    found: dict[str, list[Expansion]] = {}
+    for e in inspection.items.get("image", ()):
+        if e.source is not None:
+            found.setdefault(e.source, []).append(e)
+    window = inspection.budget.max_model_len
+    lines = []
+    for source, pages in found.items():
+        tokens = sum(e.length for e in pages)
+        dpis = sorted({e.dpi for e in pages if e.dpi})
+        at = f" at {', '.join(map(str, dpis))} dpi" if dpis else ""
+        share = f", {100 * tokens / window:.1f}% of the context" if window else ""
+        lines.append(f"{source}: {len(pages)} page{'s' if len(pages) != 1 else ''}{at}, {tokens:,} tokens{share}")
+    return " · ".join(lines)
 
 
 def image_table(inspection: Inspection) -> list[list[Any]]:
     """One row per multimodal item for the expansion table (``TABLE_HEADERS``)."""
     def size(e: Expansion) -> str:
         shown = f"{e.orig_size[0]}x{e.orig_size[1]}" if e.orig_size else "-"
+        if e.dpi:
+            shown += f" at {e.dpi} dpi"
         if e.processed_size and e.processed_size != e.orig_size:
             shown += f" → {e.processed_size[0]}x{e.processed_size[1]}"
         return shown
@@ -102,7 +129,7 @@ def image_table(inspection: Inspection) -> list[list[Any]]:
             return frames_text(e)
         shown = f"{e.grid[0]}x{e.grid[1]}" if e.grid else "-"
         return shown + (" + thumbnail" if e.thumbnail else "")
-    return [[f"{e.modality} {e.index + 1}", f"{inspection.token_texts.get(e.token_id, e.placeholder)} ({e.token_id})", e.count,
+    return [[item_name(e), f"{inspection.token_texts.get(e.token_id, e.placeholder)} ({e.token_id})", e.count,
              f"{e.offset}-{e.offset + e.length - 1}", size(e), grid(e)]
             for e in inspection.expansions()]
 
@@ -152,9 +179,10 @@ def overlay_file(image: Image.Image, expansion: Expansion, center_crop: bool) ->
     return path if os.path.exists(path) else draw()  # type: ignore[arg-type]  # (a cleaned temp folder)
 
 
-def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> dict[str, Any]:
-    """Values of the prompt and expansion panels for one inspection, by output name (the gallery: its pictures'
-    files and captions; the page shows its first one open)."""
+def panels(service: ChatService, inspection: Inspection, request: ChatRequest) -> dict[str, Any]:
+    """Values of the prompt and expansion panels for the inspection of ``request``, by output name (the gallery:
+    its pictures' files and captions; the page shows its first one open)."""
+    images = [picture(item) for item in request.items("image")]
     center_crop = profile.adapter(service.registry.get(inspection.model)).center_crop
     who = "vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits them"
     header = f'<p class="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
@@ -163,9 +191,8 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
         header += f'<p class="geometry-note">{inspection.geometry_note}: counts, ids and ranges are vLLM\'s; no grid drawn</p>'
 
     gallery = [(overlay_file(img, im, center_crop),
-                f"image {im.index + 1}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
-               for img, im in zip(images, inspection.items.get("image", ()), strict=False)
-               if not isinstance(img, ImageEmbeds)]
+                f"{item_name(im)}: {im.count} tokens" + (f", {im.grid[0]}x{im.grid[1]}" if im.grid else ""))
+               for img, im in zip(images, inspection.items.get("image", ()), strict=False) if img is not None]
     for video in inspection.items.get("video", ()):
         thumbnails = _nth_frames(inspection, video.index)
         if thumbnails:
@@ -176,17 +203,54 @@ def panels(service: ChatService, inspection: Inspection, images: list[Any]) -> d
 
 
 
+def pages_view(service: ChatService, rendered: list[tuple[ChatRequest, Inspection]]) -> dict[str, Any]:
+    """The panels of a document read page by page (``rendered``: each page's request and its inspection, in page
+    order): the first page's prompt, said to be one of several; a row and a picture for every page (the message's
+    other attachments once); the first page's budget, and the document's total."""
+    views = [panels(service, inspection, request) for request, inspection in rendered]
+    first = views[0]
+    note = (f'<p class="pages-note">each page is its own request: {len(views)} requests; the prompt of '
+            f'{html.escape(item_name(rendered[0][1].items["image"][-1]))} shown, the others differ only in their page</p>')
+    table = [*first["table"], *(row for view in views[1:] for row in view["table"][-1:])]
+    gallery = [*first["gallery"], *(view["gallery"][-1] for view in views[1:] if view["gallery"])]
+    pages = [inspection.items["image"][-1] for _, inspection in rendered]
+    tokens = sum(e.length for e in pages)
+    window = rendered[0][1].budget.max_model_len
+    largest = max(inspection.budget.total for _, inspection in rendered)
+    total = (f'<p class="budget-documents">{len(pages)} pages, {tokens:,} tokens in all; each request '
+             f'{largest:,} of {window:,} tokens at most</p>')
+    return {**first, "prompt": note + first["prompt"], "table": table, "gallery": gallery,
+            "budget": first["budget"] + total}
+
+
 def rendered_view(service: ChatService, request: ChatRequest, inspection: Inspection) -> dict[str, Any]:
     """The panels and Export of a rendered request, by output name (drawing and encoding pictures: run it in a
     worker thread)."""
-    images = [im for t in request.turns for im in t.media.get("image", ())]
     spec = service.registry.get(request.model)
+    serve = serve_command(spec, service.engines.model_path(spec) if spec.tiny else None)
+    if request.each_page:  # one body per page; the panels show the first page's request (``inspection``'s)
+        split = [one for _, one in page_requests(request)]
+        bodies = [chat_completions_body(one, spec) for one in split]
+        return {**panels(service, inspection, split[0]), "export_json": json.dumps(bodies, indent=1),
+                "export_curl": serve + "\n\n# each page is its own request: request.json holds one body per page; "
+                "send them together with the Python snippet",
+                "export_py": pages_snippet(bodies, spec, replay_command(request))}
     body = chat_completions_body(request, spec)
-    return {**panels(service, inspection, images),
+    return {**panels(service, inspection, request),
             "export_json": json.dumps(body, indent=1),
-            "export_curl": serve_command(spec, service.engines.model_path(spec) if spec.tiny else None)
-            + "\n\n" + curl_command(spec),
+            "export_curl": serve + "\n\n" + curl_command(spec),
             "export_py": python_snippet(body, spec)}
+
+
+def replay_command(request: ChatRequest) -> str:
+    """A document read page by page, asked again from this app's command line (its documents by file name)."""
+    pages = [item for item in request.turns[-1].media.get("image", ()) if isinstance(item, Page)]
+    sources = list(dict.fromkeys(p.source for p in pages))
+    words = ["python -m vlm_demo chat --model", shlex.quote(request.model),
+             *(f"--image {shlex.quote(source)}" for source in sources),
+             f"--pages {page_ranges([p.number for p in pages if p.source == sources[0]])}", f"--dpi {pages[0].dpi}",
+             "--each-page", f"--text {shlex.quote(request.turns[-1].text)}"]
+    return " ".join(words)
 
 
 def audit_html(verdict: Verdict) -> str:
@@ -230,9 +294,9 @@ class Boxes:
     def of(cls, spec: Any, request: ChatRequest, inspection: Inspection) -> Boxes | None:
         """The answer's boxes where the family has a format and the conversation an image, else None."""
         grounding = profile.adapter(spec).grounding
-        images = [im for t in request.turns for im in t.media.get("image", ())]
+        images = [picture(item) for item in request.items("image")]
         expansions = inspection.items.get("image", ())
-        if grounding is None or not images or not expansions or not isinstance(images[-1], Image.Image):
+        if grounding is None or not images or not expansions or images[-1] is None:
             return None
         return cls(grounding, images[-1], expansions[-1])
 
@@ -271,6 +335,10 @@ def stats_text(stats: Stats, stopped: bool = False) -> str:
         line += f" · reasoning {stats.reasoning_tokens} tokens"
     if stats.prompt_tokens:
         line += f" · prompt {stats.prompt_tokens:,} tokens, {stats.cached_tokens:,} from vLLM's prefix cache"
+    if stats.pages and stats.total_s:  # a document read page by page: its pace first
+        pace = (f"{stats.pages} pages, each on its own: the last done at **{stats.total_s:.1f} s**, "
+                f"**{stats.pages / stats.total_s:.2f} pages/s** · ")
+        line = pace + line.replace("time to first token", "first page's first token")
     return line
 
 
@@ -278,10 +346,24 @@ def stats_of(done: Done) -> Stats:
     """The figures of a finished answer."""
     return Stats(tokens=done.num_tokens, ttft_s=done.ttft_s, tokens_per_s=done.tokens_per_s,
                  finish_reason=done.finish_reason, prompt_tokens=done.prompt_tokens, cached_tokens=done.cached_tokens,
-                 reasoning_tokens=done.reasoning_tokens, wait_s=done.wait_s)
+                 reasoning_tokens=done.reasoning_tokens, wait_s=done.wait_s, pages=len(done.pages),
+                 total_s=done.total_s)
 
 
 def waiting_text(event: Waiting) -> str:
-    """The stats line while a question waits for its model's engine to start."""
-    return f"waiting for the {event.model} engine to start: {event.phase} (the panels show vLLM's render already)"
+    """The stats line while a question waits for its model's engine to start: how long it has waited since it was
+    sent, and where the start stands."""
+    return (f"waited {event.waited_s:.0f} s so far: waiting for the {event.model} engine to start: {event.phase} "
+            "(the panels show vLLM's render already)")
+
+
+def sent_text(service: ChatService, model: str) -> str:
+    """The stats line the moment a question is sent: what happens now (its engine's start, where it is not running
+    yet: the question waits for it; vLLM's renderer renders it meanwhile)."""
+    spec = service.registry.get(model)
+    if spec.remote or service.engines.running(spec) is not None:
+        return "rendering the question with vLLM's renderer…"
+    progress = service.engines.progress(model)
+    return (f"waiting for the {model} engine to start: {progress.text() if progress else 'starting'} (vLLM's "
+            "renderer renders the question meanwhile)")
 

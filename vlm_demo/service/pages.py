@@ -1,0 +1,135 @@
+"""A document read page by page: one request per page of the question's documents (each with the question and the
+message's other attachments), sent together so the engine batches them, their answers merged into one stream of
+events whose answer holds each page's part in page order. Closing the stream closes every page's request."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+
+from ..errors import InputError
+from ..intake import Page
+from .requests import ChatRequest, Delta, Done, Event, Failed, PageFigures, Rendered, Turn, Waiting
+
+
+def page_requests(request: ChatRequest) -> list[tuple[Page, ChatRequest]]:
+    """The request split by its question's document pages: per page, the same request whose question holds that
+    page alone (its other pictures and videos kept). ``InputError`` when the question holds no page."""
+    question = request.turns[-1]
+    images = question.media.get("image", ())
+    pages = [item for item in images if isinstance(item, Page)]
+    if not pages:
+        raise InputError("each page on its own: the message holds no document (attach a PDF)")
+    others = tuple(item for item in images if not isinstance(item, Page))
+    split = []
+    for page in pages:
+        media = {**question.media, "image": (*others, page)}
+        split.append((page, replace(request, turns=(*request.turns[:-1], Turn("user", question.text, media)),
+                                    each_page=False)))
+    return split
+
+
+@dataclass
+class _Part:
+    """One page's answer as it streams."""
+
+    page: Page
+    answer: str = ""
+    tokens: int = 0
+    ttft_s: float = 0.0
+    tokens_per_s: float = 0.0
+    done_s: float | None = None
+    """Seconds from the document's send to this page's last token, once done."""
+    failed: str = ""
+    done: Done | None = None
+
+    def text(self) -> str:
+        """The page's heading and answer as the chat shows them."""
+        figures = (f" · {self.tokens} tokens, {self.tokens_per_s:.0f} tokens/s, done at {self.done_s:.1f} s"
+                   if self.done_s is not None and not self.failed else "")
+        body = f"*[failed: {self.failed}]*" if self.failed else self.answer or "…"
+        return f"**{self.page.label}**{figures}\n\n{body}"
+
+
+def composed(parts: list[_Part]) -> str:
+    """The document's answer: each page's part, in page order."""
+    return "\n\n".join(part.text() for part in parts)
+
+
+async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIterator[Event]]) -> AsyncIterator[Event]:
+    """The answers to ``request``'s pages, each asked on its own with ``ask`` (the service's one-request stream) and
+    all at once: the first page's ``Rendered`` and ``Waiting`` events (every page's render is vLLM's, as its own
+    request gets it), then ``Delta`` events whose ``answer`` is the document's so far (``composed``), then ``Done``
+    with the totals: tokens of all pages, tokens/s over the whole read, time to first token of the first page to
+    start, and per page its figures (``Done.pages``). A page that fails is said in its part; all failing is
+    ``Failed``."""
+    split = page_requests(request)
+    parts = [_Part(page) for page, _ in split]
+    queue: asyncio.Queue[tuple[int, Event | None]] = asyncio.Queue()
+    t0 = time.perf_counter()
+
+    async def pump(i: int, one: ChatRequest) -> None:
+        async with contextlib.aclosing(ask(one)) as events:
+            async for event in events:
+                await queue.put((i, event))
+        await queue.put((i, None))
+
+    tasks = [asyncio.ensure_future(pump(i, one)) for i, (_, one) in enumerate(split)]
+    first_token, waited, open_streams = 0.0, 0.0, len(tasks)
+    try:
+        while open_streams:
+            i, event = await queue.get()
+            part = parts[i]
+            if event is None:
+                open_streams -= 1
+                continue
+            if isinstance(event, Rendered | Waiting):
+                if i == 0:
+                    waited = event.waited_s if isinstance(event, Waiting) else waited
+                    yield event
+                continue
+            if isinstance(event, Failed):
+                part.failed, part.done_s = event.message, time.perf_counter() - t0
+            elif isinstance(event, Delta):
+                if event.num_tokens and not first_token:
+                    first_token = time.perf_counter()
+                part.answer, part.tokens, part.ttft_s, part.tokens_per_s = (event.answer, event.num_tokens,
+                                                                           event.ttft_s, event.tokens_per_s)
+                waited = max(waited, event.wait_s)
+            elif isinstance(event, Done):
+                part.answer, part.tokens, part.ttft_s, part.tokens_per_s = (event.answer, event.num_tokens,
+                                                                           event.ttft_s, event.tokens_per_s)
+                part.done, part.done_s = event, time.perf_counter() - t0
+                waited = max(waited, event.wait_s)
+            tokens = sum(p.tokens for p in parts)
+            now = time.perf_counter()
+            rate = (tokens - 1) / (now - first_token) if first_token and tokens > 1 and now > first_token else 0.0
+            yield Delta("", composed(parts), num_tokens=tokens, ttft_s=min((p.ttft_s for p in parts if p.tokens),
+                                                                          default=0.0),
+                        tokens_per_s=rate, wait_s=waited)
+    finally:  # ended, or closed early (Stop): every page's request is closed, which aborts it in the engine
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if all(p.failed for p in parts):
+        yield Failed(f"every page failed; {parts[0].page.label}: {parts[0].failed}")
+        return
+    answered = [p for p in parts if p.done is not None]
+    end = time.perf_counter()
+    tokens = sum(p.tokens for p in parts)
+    figures = tuple(PageFigures(p.page.label, p.tokens, p.ttft_s, p.tokens_per_s, p.done_s or 0.0, p.failed)
+                    for p in parts)
+    yield dataclasses.replace(
+        Done(composed(parts), tokens, min((p.ttft_s for p in answered), default=0.0),
+             (tokens - 1) / (end - first_token) if first_token and tokens > 1 and end > first_token else 0.0,
+             "stop" if all(p.done and p.done.finish_reason == "stop" for p in answered) else
+             next((p.done.finish_reason for p in answered if p.done and p.done.finish_reason != "stop"), None),
+             prompt_tokens=sum(p.done.prompt_tokens for p in answered if p.done),
+             cached_tokens=sum(p.done.cached_tokens for p in answered if p.done), wait_s=waited),
+        pages=figures, total_s=end - t0)
