@@ -16,6 +16,7 @@ RUN --mount=type=bind,source=requirements.txt,target=/tmp/requirements.txt \
     pip install --no-cache-dir -r /tmp/requirements.txt
 
 FROM debian:bookworm AS stack-cpu
+# fonts-noto-cjk: the labels drawn on pictures (grounding boxes) may be Chinese (vlm_demo/grounding.py's label_font)
 ARG UV_VERSION=0.13.9
 # UV_CACHE_DIR: where uv keeps wheels during the build (a build cache; scripts/container.sh points it at the
 # host's own uv cache, so a machine that ran scripts/setup.sh downloads nothing twice)
@@ -23,7 +24,7 @@ ARG UV_CACHE_DIR=/root/.cache/uv
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends python3 python3-venv libnuma1 libtcmalloc-minimal4 \
-      libgl1 libglib2.0-0 ca-certificates >/dev/null \
+      libgl1 libglib2.0-0 ca-certificates fonts-noto-cjk >/dev/null \
  && rm -rf /var/lib/apt/lists/*
 RUN --mount=type=secret,id=ca \
     --mount=type=cache,target=/root/.cache/uv \

@@ -9,7 +9,8 @@ takes longer to come up than the forkserver to import, so its first start finds 
 switches to model B (A stopped, B started: ``switch``) and back to A (``switch back``), each start with one question
 answered after it. The phases come from the app's own marks and vLLM's log lines, timed to the millisecond:
 
-- stopping the previous engine: a switch's (one engine at a time here);
+- stopping the previous engine: a switch's (one engine at a time here, ``VLM_DEMO_MAX_ENGINES=1``: the app keeps
+  recent engines warm, and a switch back to a warm one starts nothing);
 - config and processor: the app reads the model's configuration (vLLM's config; the tiny model's files checked);
 - engine core process: its process begins, up to vLLM's "Initializing a V1 LLM engine" (spawn: a new interpreter
   importing torch and vLLM);
@@ -124,6 +125,9 @@ async def child(models: list[str], log: Path) -> dict[str, dict[str, float]]:
     out = {}
     for step, name in zip(STEPS, models, strict=True):
         marks = engines.marks = {"call": time.time()}
+        if engines.running(registry.get(name)) is not None:  # the same model again (--real-size): a restart
+            await engines.shutdown(name)
+            marks["stopped"] = time.time()
         await engines.get(registry.get(name))
         marks["ready"] = time.time()
         request = ChatRequest(model=name, turns=(Turn("user", "Describe it.", {"image": (picture,)}),),
@@ -145,7 +149,9 @@ async def child(models: list[str], log: Path) -> dict[str, dict[str, float]]:
 def run_child(mode: str, models: list[str], work: Path) -> dict[str, dict[str, float]]:
     """One fresh process starting engines the ``mode`` way; its phases per step."""
     log = work / f"{mode}-{time.monotonic_ns()}.log"
-    env = {**os.environ, "VLM_DEMO_FORKSERVER": MODES[mode], "VLLM_LOGGING_CONFIG_PATH": str(log_config(log))}
+    # one engine at a time: every step starts one (the app keeps recent ones warm: a switch back then starts nothing)
+    env = {**os.environ, "VLM_DEMO_FORKSERVER": MODES[mode], "VLLM_LOGGING_CONFIG_PATH": str(log_config(log)),
+           "VLM_DEMO_MAX_ENGINES": "1"}
     done = subprocess.run([sys.executable, "-m", "bench.engine_start", "--child", json.dumps([*models, str(log)])],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:

@@ -18,9 +18,10 @@ from vlm_demo.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
-# Engines kept warm: about three tiny models' in each manager (the tests' own, and each app a test starts), so the
-# tests' engines, servers, apps and browsers stay within a 24 GiB machine
+# Engines kept warm: two in each manager (the tests' own, and each app a test starts), so the tests' engines,
+# servers, apps and browsers stay within a 24 GiB machine (with four, a CI run's journeys app found 0.5 GiB free)
 os.environ.setdefault("VLM_DEMO_ENGINES_MEMORY_GIB", "6")
+os.environ.setdefault("VLM_DEMO_MAX_ENGINES", "2")
 
 
 @pytest.fixture(scope="session")
@@ -33,9 +34,21 @@ def registry(settings: Settings) -> Registry:
     return load_registry(settings.models_file)
 
 
+_SESSION_ENGINES: list[EngineManager] = []
+"""The session's engine manager, once a test has asked for it (``release_session_engines``)."""
+
+
+def release_session_engines() -> None:
+    """Stop the session manager's engines (a later test's ``get`` starts them again, in seconds): a module that
+    runs the app in its own process (the journeys) wants their memory."""
+    for manager in _SESSION_ENGINES:
+        manager.shutdown_all()
+
+
 @pytest.fixture(scope="session")
 async def engines(settings: Settings):
     manager = EngineManager(settings)
+    _SESSION_ENGINES.append(manager)
     manager.warm()
     yield manager
     manager.shutdown_all()

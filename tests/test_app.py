@@ -422,6 +422,34 @@ def test_in_a_real_browser(app, picture, clean_log):
             browser.close()
 
 
+TOFU_JS = """text => { const el = document.querySelector('#rendered-prompt pre') || document.querySelector('#rendered-prompt');
+    const c = document.createElement('canvas'); c.width = 96; c.height = 40; const g = c.getContext('2d');
+    const drawn = s => { g.clearRect(0, 0, 96, 40); g.font = getComputedStyle(el).font; g.fillText(s, 2, 30);
+                         return g.getImageData(0, 0, 96, 40).data.join(','); };
+    const missing = drawn('\\u{10FFFD}');  // a private-use character no font has: the missing-glyph box
+    return [...text].filter(ch => ch.trim() && drawn(ch) === missing); }"""
+"""The characters of ``text`` the prompt panel's font draws as the missing-glyph box."""
+
+
+def test_the_internvl_system_prompt_shows_its_chinese(app, clean_log):
+    """InternVL's default system prompt is Chinese: the prompt panel shows its characters, not empty boxes (the test
+    system's Chromium had no CJK font: scripts/setup-test-system.sh installs fonts-noto-cjk)."""
+    url, engines, registry = app
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1600, "height": 1100})
+        page.goto(url)
+        on_model(page, registry.get("tiny-internvl2.5").display_label)
+        page.locator("#question textarea").fill("Hello?")
+        page.locator("#inspect").click()
+        page.wait_for_function("() => /书生/.test(document.querySelector('#rendered-prompt').innerText)",
+                               timeout=60_000)
+        shown = page.locator("#rendered-prompt").inner_text()
+        chinese = "".join(ch for ch in shown if "\u4e00" <= ch <= "\u9fff")
+        assert len(chinese) >= 10, shown[:300]
+        assert not page.evaluate(TOFU_JS, chinese), "CJK characters drawn as empty boxes"
+        on_model(page, registry.get(MODEL).display_label)
+
+
 def test_stop_retry_undo_in_a_real_browser(long_answers, clean_log):
     """The conversation's sequences as a person clicks them (answers run to max_tokens unless stopped):
     ask, Stop; ask again, Stop; Retry answers the second question; Undo removes it."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from pathlib import Path
 
 import psutil
@@ -137,6 +138,7 @@ async def test_switching_models_ends_the_previous_engine(service, engines, monke
     monkeypatch.setattr(engines, "settings", dataclasses.replace(engines.settings, max_engines=1))
     llava, qwen = service.registry.get("tiny-llava-1.5"), service.registry.get("tiny-qwen2.5-vl")
     await engines.shutdown(llava.name)  # the question starts it
+    await engines.shutdown(qwen.name)  # (kept warm by an earlier test: the switch must start it)
     retired: list[frozenset[int]] = []
     retire = Engine.retire
     monkeypatch.setattr(Engine, "retire", lambda self: (retired.append(self.child_pids), retire(self)))
@@ -157,8 +159,13 @@ async def test_switching_models_ends_the_previous_engine(service, engines, monke
     assert engines.loaded() == [qwen.name]
     pids = [pid for found in retired for pid in found]
     assert pids
-    gone = [p for p in pids if not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE]
-    assert gone == pids
+
+    def gone() -> list[int]:
+        return [p for p in pids if not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE]
+    deadline = time.monotonic() + 30  # the stopped engine ends in the background (the new one starts meanwhile)
+    while gone() != pids and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert gone() == pids
 
 
 async def test_qwen_one_token_per_28px(service, engines):

@@ -188,3 +188,18 @@ def test_ground_answer_on_the_command_line(model, extra, answer, processed, box,
     assert [p["label"] for p in data["points"]] == [p["label"] for p in points]
     for got, want in zip(data["points"], points, strict=True):
         assert got["point"] == pytest.approx(want["point"])
+
+
+def test_a_chinese_label_is_drawn_in_a_cjk_font():
+    """Labels may be Chinese (InternVL names things in the question's language): drawn in Noto Sans CJK where
+    fonts-noto-cjk is installed (the container image and the test system install it), not as empty boxes."""
+    from pathlib import Path
+
+    from vlm_demo.grounding import CJK_FONTS, label_font
+
+    font = label_font(24)
+    box = bytes(font.getmask("\U0010fffd"))  # a private-use character no font has: the missing-glyph box
+    if any(Path(p).is_file() for p in CJK_FONTS):
+        assert bytes(font.getmask("猫")) != box and bytes(font.getmask("书生")) != bytes(font.getmask("\U0010fffd" * 2))
+    else:  # Pillow's own font: Latin only
+        assert bytes(font.getmask("猫")) == box

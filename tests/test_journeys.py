@@ -73,6 +73,9 @@ def app(journey_registry, tmp_path_factory):
     stops it (SIGTERM)."""
     import shutil
 
+    from .conftest import release_session_engines
+
+    release_session_engines()  # the app's engines get their memory
     shutil.rmtree(SHOTS, ignore_errors=True)
     port = free_port()
     folder = tmp_path_factory.mktemp("app")

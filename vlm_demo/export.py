@@ -21,10 +21,11 @@ def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = 
     remote engine posts (``engine.openai_request``), sampling fields (``ignore_eos`` too) included; image
     embeddings, which JSON cannot carry, are said to be left out."""
     sampling = request.sampling or spec.sampling
+    found = profile.profile(spec)
     prompt = prompt_body(spec.served_model_name or spec.repo or spec.path or spec.name, to_openai_messages(request),
-                         profile.profile(spec).mm_processor_kwargs(request.mm_kwargs),
-                         sent_media_io(request, spec, settings or Settings()), leave_out_embeds=True)
-    return request_body(prompt, sampling, keep_special_tokens=bool(kept_tags(profile.adapter(spec))), stream=stream)
+                         found.mm_processor_kwargs(request.mm_kwargs),
+                         sent_media_io(request, found, settings or Settings()), leave_out_embeds=True)
+    return request_body(prompt, sampling, keep_special_tokens=bool(kept_tags(found.adapter)), stream=stream)
 
 
 LOCAL_SERVER = "http://localhost:8000"

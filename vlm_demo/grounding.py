@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
@@ -63,6 +64,18 @@ def colour_of(label: str, labels: Sequence[str]) -> tuple[int, int, int]:
     return COLOURS[distinct.index(label) % len(COLOURS)] if label in distinct else COLOURS[0]
 
 
+CJK_FONTS = ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+             "/usr/share/fonts/truetype/noto/NotoSansCJK-Regular.ttc")
+"""Where Debian's fonts-noto-cjk puts its sans font (the container image and the test system install it)."""
+
+
+def label_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """The font labels are drawn in: Noto Sans CJK where installed (a label may be Chinese: InternVL's grounding
+    answers name things in the question's language), else Pillow's own (Latin only: other scripts as boxes)."""
+    path = next((p for p in CJK_FONTS if Path(p).is_file()), None)
+    return ImageFont.truetype(path, size) if path else ImageFont.load_default(size=size)
+
+
 def draw(image: Image.Image, placed: Sequence[Placed]) -> Image.Image:
     """The picture with each box (outline) and point (dot) drawn in its label's colour, the label on a filled
     tag of the same colour in black or white, whichever reads better."""
@@ -70,7 +83,7 @@ def draw(image: Image.Image, placed: Sequence[Placed]) -> Image.Image:
     d = ImageDraw.Draw(out)
     w, h = out.size
     width = max(2, round(min(w, h) / 150))
-    font = ImageFont.load_default(size=max(12, round(min(w, h) / 30)))
+    font = label_font(max(12, round(min(w, h) / 30)))
     labels = [p.label for p in placed]
     for item in placed:
         colour = colour_of(item.label, labels)

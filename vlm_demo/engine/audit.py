@@ -20,8 +20,9 @@ from typing import Any
 from ..errors import RemoteError
 from ..registry import Sampling
 from .openai_request import prompt_body, request_body
-from .remote import NOT_OFFERED, RemoteEngine, rendered_ids
-from .remote_prompt import content_format
+from .remote import RemoteEngine
+from .remote_errors import NOT_OFFERED
+from .remote_prompt import content_format, rendered_ids
 from .types import ItemRange
 
 RENDER, RETURNED_IDS, USAGE_COUNTS = "render endpoint", "returned ids", "usage counts"

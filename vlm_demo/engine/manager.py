@@ -269,6 +269,12 @@ class EngineManager:
             old.retire()
             self._stop_in_background(old)
             stopped.append(old.spec)
+        stopping = [t for t in self._stopping if t.is_alive()]
+        if stopping and psutil.virtual_memory().available < (self.size(spec) + 1.0) * 2**30:
+            # the memory of the engines being stopped is needed (their ends overlap the start only where it is not)
+            self._phase(spec.name, "waiting for the stopped engines to end (their memory is needed)")
+            for thread in stopping:
+                await asyncio.to_thread(thread.join, BACKGROUND_STOP_GRACE_S + 5)
         return stopped
 
     def _stop_in_background(self, engine: Engine) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import logging
 import os
@@ -30,16 +29,15 @@ from ..profile import profile
 from ..registry import AUTO, ModelSpec, Sampling, base_url
 from ..settings import Settings
 from .openai_request import USAGE, prompt_body, request_body
-from .remote_media import SentMedia, ServerRefusal
+from .remote_errors import NOT_OFFERED, error_text, is_missing_route, status_error, transport_error
+from .remote_media import SentMedia
 from .remote_prompt import (added_tokens, content_format, geometry, info_specials, most_common, pieces, prompt_text,
-                            ranges_from_ids, template_conversation)
+                            ranges_from_ids, rendered_ids, template_conversation)
 from .runs import kept_tags, text_segments, token_runs, without_other_specials
 from .types import ItemRange, RenderedPrompt, TokenDelta
 
 log = logging.getLogger(__name__)
 
-NOT_OFFERED = frozenset({403, 405, 501})
-"""Answers of a server that does not offer an endpoint (vLLM without ``--enable-scale-out``: 403)."""
 DECODE_CACHE = 4096
 """Decoded id stretches kept per engine (the chat template's text repeats from request to request)."""
 
@@ -132,36 +130,18 @@ class RemoteEngine:
             self._clients[loop] = client
         return client
 
-    def _transport_error(self, exc: httpx.HTTPError, path: str) -> RemoteError:
-        if isinstance(exc, httpx.ConnectTimeout):
-            return RemoteError(f"cannot reach {self.url}: connecting timed out after "
-                               f"{self.settings.remote_connect_timeout_s:g} s")
-        if isinstance(exc, httpx.TimeoutException):
-            return RemoteError(f"{self.url}{path} timed out after {self.settings.remote_timeout_s:g} s")
-        if isinstance(exc, httpx.ConnectError):
-            cause: BaseException | None = exc
-            refused = False
-            while cause is not None and not refused:  # httpx -> httpcore -> OSError -> ConnectionRefusedError
-                refused = isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
-                cause = cause.__cause__ or cause.__context__
-            return RemoteError(f"cannot reach {self.url}: {'connection refused' if refused else exc or 'no route'}")
-        return RemoteError(f"{self.url}{path}: {type(exc).__name__}: {exc}")
-
-    def _status_error(self, status: int, text: str, path: str) -> ServerRefusal:
-        return ServerRefusal(f"{self.url}{path}: the server answered {status}: {_error_text(text)}", status)
-
     async def call(self, method: str, path: str, body: dict[str, Any] | None = None,
                     not_offered: frozenset[int] = frozenset()) -> Any:
         """The JSON answer of one request; None when the status is in ``not_offered``."""
         try:
             response = await self._client().request(method, path, json=body)
         except httpx.HTTPError as exc:
-            raise self._transport_error(exc, path) from None
+            raise transport_error(exc, self.url, path, self.settings) from None
         if response.status_code in not_offered or (response.status_code == 404 and not_offered
-                                                   and _is_missing_route(response.text)):
+                                                   and is_missing_route(response.text)):
             return None
         if response.status_code >= 400:
-            raise self._status_error(response.status_code, response.text, path)
+            raise status_error(self.url, path, response.status_code, response.text)
         try:
             return response.json()
         except ValueError:
@@ -181,7 +161,7 @@ class RemoteEngine:
             if response.status_code >= 400:
                 text = (await response.aread()).decode(errors="replace")
                 await response.aclose()
-                raise self._status_error(response.status_code, text, path)
+                raise status_error(self.url, path, response.status_code, text)
             return response
         return await self._media.send(path, body, open_one)
 
@@ -354,7 +334,7 @@ class RemoteEngine:
                     chunk = json.loads(data)
                     if "error" in chunk:
                         raise RemoteError(f"{self.url}{path}: the server stopped the answer: "
-                                          f"{_error_text(json.dumps(chunk))}")
+                                          f"{error_text(json.dumps(chunk))}")
                     prompt_ids = tuple(chunk["prompt_token_ids"]) if first and chunk.get("prompt_token_ids") else None
                     first = False
                     for choice in chunk.get("choices") or ():
@@ -372,38 +352,6 @@ class RemoteEngine:
                     if details.get("cached_tokens") is not None:
                         yield TokenDelta("", 0, finish, num_cached_tokens=int(details["cached_tokens"]))
         except httpx.HTTPError as exc:
-            raise self._transport_error(exc, path) from None
+            raise transport_error(exc, self.url, path, self.settings) from None
         except ValueError as exc:
             raise RemoteError(f"{self.url}{path}: unreadable stream chunk ({exc})") from None
-
-
-def rendered_ids(out: Mapping[str, Any]) -> tuple[tuple[int, ...], dict[str, tuple[ItemRange, ...]]]:
-    """A render endpoint's answer (``/v1/chat/completions/render``): the expanded ids and each item's range."""
-    placed = (out.get("features") or {}).get("mm_placeholders") or {}
-    return tuple(int(i) for i in out["token_ids"]), {
-        modality: tuple(ItemRange(int(p["offset"]), int(p["length"])) for p in items)
-        for modality, items in placed.items() if items}
-
-
-def _is_missing_route(text: str) -> bool:
-    """FastAPI's answer for a path it does not serve (not vLLM's 404 for an unknown model)."""
-    try:
-        return json.loads(text) == {"detail": "Not Found"}
-    except ValueError:
-        return False
-
-
-def _error_text(text: str, limit: int = 500) -> str:
-    """The server's error message: OpenAI's ``error.message``, FastAPI's ``detail``, or the raw text."""
-    message: Any = text
-    try:
-        data = json.loads(text)
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        error = data.get("error")
-        message = (error.get("message") if isinstance(error, dict) else error) or data.get("detail") or data
-        if not isinstance(message, str):
-            message = json.dumps(message)
-    message = " ".join(str(message).split()) or "(no error text)"
-    return message if len(message) <= limit else message[: limit - 1] + "…"

@@ -161,3 +161,11 @@ def content_format(chat_template: str | None) -> str:
     from vllm.renderers.hf import _detect_content_format
 
     return _detect_content_format(chat_template, default="string")
+
+
+def rendered_ids(out: Mapping[str, Any]) -> tuple[tuple[int, ...], dict[str, tuple[ItemRange, ...]]]:
+    """A render endpoint's answer (``/v1/chat/completions/render``): the expanded ids and each item's range."""
+    placed = (out.get("features") or {}).get("mm_placeholders") or {}
+    return tuple(int(i) for i in out["token_ids"]), {
+        modality: tuple(ItemRange(int(p["offset"]), int(p["length"])) for p in items)
+        for modality, items in placed.items() if items}

@@ -59,12 +59,12 @@ class Auditor:
         """The server's prompt for ``request`` against the reference's, with the likely causes where they differ
         (for a different token count, the control value that gives the server's counts, where one does).
         ``with_defaults``: the request goes with the entry's default settings too, as the page sends it."""
-        check_request(request, self.spec, self.settings)
         found = profile.profile(self.spec)
+        check_request(request, found, self.settings)
         kwargs = (found.mm_processor_kwargs if with_defaults else found.sent)(request.mm_kwargs)
         settings = {**(found.default_mm_kwargs() if with_defaults else {}), **request.mm_kwargs}  # (as named)
         messages = to_openai_messages(request)
-        media_io = sent_media_io(request, self.spec, self.settings)
+        media_io = sent_media_io(request, found, self.settings)
         remote = RemoteEngine(self.spec, self.settings)
         try:
             server = await server_prompt(remote, messages, kwargs, media_io, self.prefer_render)

@@ -19,7 +19,7 @@ from ..engine import Availability, EngineManager, RenderedPrompt, Renderer
 from ..errors import InputError, VlmDemoError
 from ..inspector import Inspection, inspect
 from ..intake import Page
-from ..registry import ModelSpec, Registry, Sampling
+from ..registry import Registry, Sampling
 from ..settings import WAITING_EVERY_S, Settings
 from .checks import check_mm_kwargs, check_request, sent_media_io
 from .detect import detect_sampling
@@ -37,11 +37,12 @@ class ChatService:
         self.engines = engines
         self.settings = settings
 
-    def validate(self, request: ChatRequest) -> ModelSpec:
-        """Check the request against the limits; raise ``InputError`` with the reason."""
-        spec = self.registry.get(request.model)
-        check_request(request, spec, self.settings)
-        return spec
+    def validate(self, request: ChatRequest) -> profile.Profile:
+        """Check the request against the limits; raise ``InputError`` with the reason. Returns its model's profile,
+        resolved once for the request and handed down."""
+        found = profile.profile(self.registry.get(request.model))
+        check_request(request, found, self.settings)
+        return found
 
     async def controls(self, name: str) -> profile.Profile:
         """The model's profile with its controls known: for an entry that offers none, its processor's
@@ -71,9 +72,9 @@ class ChatService:
     async def inspect(self, request: ChatRequest, start_engine: bool = True) -> Inspection:
         """Render ``request`` without generating, with the model's engine (started if needed), or with
         ``start_engine=False`` with vLLM's renderer alone unless the engine already runs."""
-        spec = self.validate(request)
-        engine = await (self.engines.get(spec) if start_engine else self.engines.renderer(spec))
-        return self._inspect(engine, await self._render(spec, engine, request), request)
+        found = self.validate(request)
+        engine = await (self.engines.get(found.spec) if start_engine else self.engines.renderer(found.spec))
+        return self._inspect(engine, await self._render(found, engine, request), request)
 
     @staticmethod
     def _inspect(engine: Renderer, rendered: RenderedPrompt, request: ChatRequest) -> Inspection:
@@ -84,22 +85,22 @@ class ChatService:
         return inspect(rendered, engine.token_runs(ids), texts, engine.joined_texts(ids, texts), engine.special_tokens,
                        origins)
 
-    async def _prepare(self, spec: ModelSpec, engine: Renderer,
+    async def _prepare(self, found: profile.Profile, engine: Renderer,
                        request: ChatRequest) -> tuple[RenderedPrompt, Sampling, Inspection | None]:
         """The request rendered, the sampling it goes out with (``max_tokens`` cut to the room left, Detect
         mode's grammar) and, where that needed it, the render's inspection."""
-        rendered = await self._render(spec, engine, request)
-        sampling = request.sampling or spec.sampling
+        rendered = await self._render(found, engine, request)
+        sampling = request.sampling or found.spec.sampling
         room = engine.max_model_len - len(rendered.prompt_token_ids)
         if sampling.max_tokens > room:
             sampling = replace(sampling, max_tokens=room)
         inspection = None
         if request.detect:  # the grammar's bounds come from the render
             inspection = self._inspect(engine, rendered, request)
-            sampling = detect_sampling(sampling, spec, request.detect, inspection)
+            sampling = detect_sampling(sampling, found, request.detect, inspection)
         return rendered, sampling, inspection
 
-    async def _render(self, spec: ModelSpec, engine: Renderer, request: ChatRequest) -> RenderedPrompt:
+    async def _render(self, found: profile.Profile, engine: Renderer, request: ChatRequest) -> RenderedPrompt:
         # What people typed; the model's own earlier answers may hold token text it generated (a tokenizer's
         # non-special added tokens, e.g. Qwen2.5's <|repo_name|>, survive decoding), and go back as they are.
         # The family's grounding tags are how a person asks where something is (InternVL's "<ref>cat</ref>").
@@ -108,18 +109,17 @@ class ChatService:
         for token in (*engine.special_tokens, *engine.placeholders.values()):
             if token not in grounding_tags and any(token in text for text in texts):
                 raise InputError(
-                    f"the text contains {token!r}, a special token or image placeholder of {spec.name}; "
+                    f"the text contains {token!r}, a special token or image placeholder of {found.spec.name}; "
                     "images go in as "
                     "attachments and the chat template adds its own markers, so remove it from the text")
-        found = profile.profile(spec)
         if not found.controls_known:  # an entry and family without controls: its processor's, derived once
-            found = await self.engines.derived_profile(spec)
+            found = await self.engines.derived_profile(found.spec)
             check_mm_kwargs(found, request.mm_kwargs)
         rendered = await engine.render(to_openai_messages(request), found.mm_processor_kwargs(request.mm_kwargs),
-                                       sent_media_io(request, spec, self.settings))
+                                       sent_media_io(request, found, self.settings))
         if len(rendered.prompt_token_ids) >= engine.max_model_len:
             raise InputError(
-                f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {spec.name} holds "
+                f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {found.spec.name} holds "
                 f"{engine.max_model_len:,} (remove images, lower the image settings or clear the chat)")
         return rendered
 
@@ -142,14 +142,14 @@ class ChatService:
                     yield Failed(str(exc))
             return
         try:
-            spec = self.validate(request)
-            engine = self.engines.running(spec)
-            if engine is None and preview and not spec.remote:
-                events = self._preview_then_answer(spec, request, sent)
+            found = self.validate(request)
+            engine = self.engines.running(found.spec)
+            if engine is None and preview and not found.spec.remote:
+                events = self._preview_then_answer(found, request, sent)
             else:
-                engine = engine or await self.engines.get(spec)
+                engine = engine or await self.engines.get(found.spec)
                 t0 = time.perf_counter()
-                rendered, sampling, inspection = await self._prepare(spec, engine, request)
+                rendered, sampling, inspection = await self._prepare(found, engine, request)
                 events = self._answer(engine, rendered, sampling, t0, announce=inspection or request)
             async with contextlib.aclosing(events):  # closed early (Stop, a closed tab): the request is aborted
                 async for event in events:
@@ -157,13 +157,14 @@ class ChatService:
         except VlmDemoError as exc:
             yield Failed(str(exc))
 
-    async def _preview_then_answer(self, spec: ModelSpec, request: ChatRequest,
+    async def _preview_then_answer(self, found: profile.Profile, request: ChatRequest,
                                    sent: float | None = None) -> AsyncIterator[Event]:
         """The request rendered by vLLM's renderer alone (``Rendered`` at once), ``Waiting`` while the model's
         engine starts (closing the stream leaves the start going: the engine is wanted), then the answer that
         engine generates from that render; the wait counts from ``sent`` (else from the render)."""
+        spec = found.spec
         renderer = await self.engines.renderer(spec)
-        rendered, sampling, inspection = await self._prepare(spec, renderer, request)
+        rendered, sampling, inspection = await self._prepare(found, renderer, request)
         yield Rendered(rendered, inspection or self._inspect(renderer, rendered, request), sampling)
         t_wait = sent if sent is not None else time.perf_counter()
         start = asyncio.ensure_future(self.engines.get(spec))
@@ -181,9 +182,9 @@ class ChatService:
     async def _answer(self, engine: Renderer, rendered: RenderedPrompt, sampling: Sampling, t0: float,
                       waited: float = 0.0, announce: Inspection | ChatRequest | None = None) -> AsyncIterator[Event]:
         """The answer to ``rendered`` as ``Delta`` events, then ``Done``; ``announce``: a ``Rendered`` first (with
-        this inspection, or one made here of this request's render). The request goes to the engine first; the inspection and the
-        consumer's handling of ``Rendered`` (the UI draws its panels) then overlap the prefill instead of
-        delaying it. Closing the stream early aborts the engine request (the stream's own cleanup)."""
+        this inspection, or one made here of this request's render). The request goes to the engine first; the
+        inspection and the consumer's handling of ``Rendered`` (the UI draws its panels) then overlap the prefill
+        instead of delaying it. Closing the stream early aborts the engine request (the stream's own cleanup)."""
         stream = engine.stream(rendered, sampling)
         first = asyncio.ensure_future(anext(stream, None))
         await asyncio.sleep(0)  # the request task takes its first step (input processing) before the inspection

@@ -33,12 +33,12 @@ def check_media_io(media_io: Mapping[str, Mapping[str, Any]], settings: Settings
                 raise InputError(f"fps must be a number above 0 and at most {settings.max_video_fps:g} (got {value!r})")
 
 
-def video_sampling(spec: ModelSpec) -> str:
+def video_sampling(model: ModelSpec | profile.Profile) -> str:
     """How the entry's videos are sampled: "num_frames" or "fps" (its family adapter's ``video_sampling``)."""
-    return profile.adapter(spec).video_sampling
+    return (model if isinstance(model, profile.Profile) else profile.profile(model)).adapter.video_sampling
 
 
-def sent_media_io(request: ChatRequest, spec: ModelSpec, settings: Settings) -> dict[str, dict[str, Any]]:
+def sent_media_io(request: ChatRequest, found: profile.Profile, settings: Settings) -> dict[str, dict[str, Any]]:
     """The ``media_io_kwargs`` a request goes out with, for the modalities the conversation holds: its own
     options, and for videos always the one the family's loader samples by, so the panels, Export and a
     ``vllm serve`` replay agree on the frames. Families sampled by count (``num_frames``; ``fps`` caps it) get
@@ -50,7 +50,7 @@ def sent_media_io(request: ChatRequest, spec: ModelSpec, settings: Settings) -> 
     out = {m: dict(v) for m, v in request.media_io.items() if m in held and v}
     if "video" in held:
         video = out.setdefault("video", {})
-        if video_sampling(spec) == "fps":
+        if video_sampling(found) == "fps":
             video.pop("num_frames", None)
             video.setdefault("fps", VIDEO_FPS)
         else:
@@ -58,12 +58,12 @@ def sent_media_io(request: ChatRequest, spec: ModelSpec, settings: Settings) -> 
     return out
 
 
-def check_sampled_frames(request: ChatRequest, spec: ModelSpec, settings: Settings) -> None:
+def check_sampled_frames(request: ChatRequest, found: profile.Profile, settings: Settings) -> None:
     """Refuse a request whose videos would be sampled into more than ``max_video_frames`` frames: for a family
     sampled by rate, a clip's length times the rate (the count is bounded by ``num_frames`` otherwise)."""
-    if video_sampling(spec) != "fps":
+    if video_sampling(found) != "fps":
         return
-    fps = sent_media_io(request, spec, settings).get("video", {}).get("fps", VIDEO_FPS)
+    fps = sent_media_io(request, found, settings).get("video", {}).get("fps", VIDEO_FPS)
     for turn in request.turns:
         for video in turn.media.get("video", ()):
             frames = min(int(video.duration_s * fps), video.num_frames)
@@ -89,15 +89,16 @@ def check_mm_kwargs(found: profile.Profile, mm_kwargs: Mapping[str, Any]) -> Non
             raise InputError(str(exc)) from None
 
 
-def check_request(request: ChatRequest, spec: ModelSpec, settings: Settings) -> None:
-    """Check ``request`` for ``spec`` against the limits, the model's controls and its video sampling; raise
-    ``InputError`` with the reason."""
+def check_request(request: ChatRequest, found: profile.Profile, settings: Settings) -> None:
+    """Check ``request`` for the model ``found`` profiles against the limits, its controls and its video sampling;
+    raise ``InputError`` with the reason."""
+    spec = found.spec
     if not request.turns or request.turns[-1].role != "user":
         raise InputError("the conversation must end with a user message")
     if not request.turns[-1].text.strip() and not request.turns[-1].media:
         raise InputError("type a question or add an image")
     if request.detect:
-        grounding_of(spec)  # the family has a box format
+        grounding_of(found)  # the family has a box format
     if len(request.turns) > settings.max_turns:
         raise InputError(f"the conversation has {len(request.turns)} messages; the limit is "
                          f"{settings.max_turns} (clear the chat to go on)")
@@ -131,8 +132,8 @@ def check_request(request: ChatRequest, spec: ModelSpec, settings: Settings) -> 
             raise InputError(f"the conversation holds {_plural(held, modality)}; the limit is {per_conversation} "
                              "(clear the chat to go on)")
     check_media_io(request.media_io, settings)
-    check_sampled_frames(request, spec, settings)
-    check_mm_kwargs(profile.profile(spec), request.mm_kwargs)
+    check_sampled_frames(request, found, settings)
+    check_mm_kwargs(found, request.mm_kwargs)
 
 
 def _plural(n: int, noun: str) -> str:

@@ -12,13 +12,13 @@ from ..registry import ModelSpec, Sampling
 from .requests import ChatRequest
 
 
-def grounding_of(spec: ModelSpec) -> Grounding:
+def grounding_of(model: ModelSpec | profile.Profile) -> Grounding:
     """The entry's grounding format; ``InputError`` naming the families that have one where it has none."""
-    found = profile.adapter(spec).grounding
-    if found is None:
+    found = model if isinstance(model, profile.Profile) else profile.profile(model)
+    if found.adapter.grounding is None:
         having = ", ".join(profile.grounding_families())
-        raise InputError(f"{spec.name} has no box format the app reads (families with one: {having})")
-    return found
+        raise InputError(f"{found.spec.name} has no box format the app reads (families with one: {having})")
+    return found.adapter.grounding
 
 
 def detect_request(request: ChatRequest, spec: ModelSpec, what: str) -> ChatRequest:
@@ -37,13 +37,13 @@ def detect_request(request: ChatRequest, spec: ModelSpec, what: str) -> ChatRequ
     return replace(request, turns=(*before, replace(last, text=text)), detect=what)
 
 
-def detect_sampling(sampling: Sampling, spec: ModelSpec, what: str, inspection: Inspection) -> Sampling:
+def detect_sampling(sampling: Sampling, found: profile.Profile, what: str, inspection: Inspection) -> Sampling:
     """``sampling`` held to the family's box grammar for ``what``, every coordinate inside the conversation's
     last image as the format counts it (for Qwen2.5-VL the processed size the engine's processor made)."""
-    grounding = grounding_of(spec)
+    grounding = grounding_of(found)
     images = inspection.items.get("image", ())
     bounds = grounding.bounds(images[-1].processed_size if images else None)
     if bounds is None:
-        raise InputError(f"{spec.name}'s processor gave no processed size for the picture; Detect cannot bound "
+        raise InputError(f"{found.spec.name}'s processor gave no processed size for the picture; Detect cannot bound "
                          "the boxes")
     return replace(sampling, regex=grounding.detect_regex(what, bounds))
