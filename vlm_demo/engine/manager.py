@@ -165,6 +165,10 @@ class EngineManager:
         if task is None or task.done():
             task = self._starts[spec.name] = asyncio.ensure_future(self._get_locked(spec))
             task.add_done_callback(functools.partial(self._ended, spec.name))  # (each caller sees its error)
+        if task.get_loop() is not asyncio.get_running_loop():  # begun by another page server of this process (the
+            while not task.done():                             # tests run two over one manager): its loop runs it
+                await asyncio.sleep(0.05)
+            return task.result()
         return await asyncio.shield(task)
 
     def _ended(self, name: str, task: asyncio.Future[Engine]) -> None:
