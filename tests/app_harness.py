@@ -123,7 +123,11 @@ def on_model(page, label: str) -> None:
     picker = page.locator("#model input")
     picker.wait_for()
     page.wait_for_function("() => /engine:/.test(document.querySelector('#engine-state').innerText)")
-    if picker.input_value() != label:
-        picker.click()
-        page.get_by_role("option", name=label, exact=True).click()
-    page.wait_for_function("l => document.querySelector('#engine-state').innerText.startsWith(l)", arg=label)
+    for _ in range(3):  # (the page's load event may still move the picker to the engine used last: pick again)
+        if picker.input_value() != label:
+            picker.click()
+            page.get_by_role("option", name=label, exact=True).click()
+        page.wait_for_function("l => document.querySelector('#engine-state').innerText.startsWith(l)", arg=label)
+        page.wait_for_timeout(1000)
+        if picker.input_value() == label:
+            break

@@ -112,6 +112,11 @@ class EngineManager:
         ready = [(name, "ready") for name in reversed(self._engines) if name not in self._loading]
         return [*((name, f"starting: {p.text()}") for name, p in self._loading.items()), *ready]
 
+    def touch(self, name: str) -> None:
+        """Note that ``name``'s running engine was just chosen (a person picked its model): the engine used last."""
+        if name in self._engines:
+            self._engines.move_to_end(name)
+
     def current(self) -> str | None:
         """The model whose engine was used last (a start in progress counts), for a new tab to open on; None
         when no engine runs or starts."""

@@ -297,6 +297,7 @@ class Handlers:
                     page.engine_state: state_text(self.service, current)}
         self.answers.stop(_session(request))
         spec = self.registry.get(name)
+        self.service.engines.touch(name)  # a running engine picked is the one used last (a new tab opens on it)
         if not spec.remote and self.service.engines.running(spec) is None:
             started = asyncio.ensure_future(self.service.engines.get(spec))
             started.add_done_callback(lambda t: t.cancelled() or t.exception())  # (load_model reports a failure)
