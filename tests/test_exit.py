@@ -4,6 +4,7 @@ status 0, its engine processes gone, and nothing on stderr that looks like a fai
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -98,6 +99,48 @@ def test_stopped_app_exits_cleanly(signum, tmp_path, report):
     assert not left, f"engine processes still running: {[(p.pid, p.name()) for p in left]}"
     assert "Traceback" not in text, text[-3000:]
     assert "leaked" not in text, text[-3000:]
+
+
+def test_an_app_stopped_while_an_engine_starts_leaves_no_process(tmp_path):
+    """SIGTERM as the start-up model's engine starts (its processes there, not yet ready: as a switch under way):
+    the app exits within the limit and the starting engine's processes end with it (they came from the forkserver,
+    and outlived it under init, busy, before the app's stop ended them too)."""
+    began = time.time()
+    stderr = tmp_path / "stderr.txt"
+    port = free_port()
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp_path / "gradio")}
+    with open(tmp_path / "stdout.txt", "w") as out, open(stderr, "w") as err:
+        proc = subprocess.Popen([sys.executable, "app.py", "--model", MODEL, "--port", str(port)], cwd=ROOT,
+                                stdout=out, stderr=err, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_LIMIT_S
+        _engine_processes(proc.pid, deadline)  # the engine core, as it begins (its start takes seconds more)
+        everything = _ours(proc.pid)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            rc = None
+        elapsed = time.monotonic() - t0
+        left = _running(list({p.pid: p for p in [*everything, *_engines_since(began)]}.values()))
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for orphan in _engines_since(began):  # (not left to slow the tests after this one)
+            with contextlib.suppress(psutil.Error):
+                orphan.kill()
+    text = stderr.read_text()
+    assert not left, f"processes outlived the app: {[(p.pid, p.name()) for p in left]}"
+    assert rc == 0 and elapsed < EXIT_LIMIT_S, f"exit status {rc} after {elapsed:.1f} s\n{text[-3000:]}"
+    assert "Traceback" not in text, text[-3000:]
+
+
+def _engines_since(began: float) -> list[psutil.Process]:
+    """Engine processes anywhere on the machine begun since ``began`` (an orphan's parent is init, not the app)."""
+    return [p for p in psutil.process_iter(["name", "create_time"])
+            if p.info["name"] in ("VLLM::EngineCore", "VLLM::Worker") and p.info["create_time"] >= began]
 
 
 def test_a_reader_that_goes_away_ends_the_cli_without_a_traceback():

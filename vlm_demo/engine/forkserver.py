@@ -26,12 +26,14 @@ import signal
 import threading
 
 from ..settings import Settings
-from .processes import cpu_preload, engine_log_file, environment, has_gpu
+from .processes import cpu_preload, engine_log_file, environment, has_gpu, shared_memory, unlink_shared_memory
 
 PRELOAD = ("vlm_demo.engine.preload",)
 """What the forkserver imports before it forks anything (torch, vLLM's engine core, executor and CPU worker)."""
 
 _lock = threading.Lock()
+_stopped = False
+"""Set by ``stop`` (the app's exit): no forkserver starts again."""
 
 
 class _EnvironProcess(multiprocessing.context.ForkServerProcess):
@@ -71,7 +73,7 @@ def warm(settings: Settings) -> None:
     environment an engine's processes start with: the CPU preload (tcmalloc, which only a new interpreter can take)
     and the log file vLLM's processes also write to (read as vLLM's logger is imported). Returns at once; safe to
     call again (a forkserver that has ended is started again)."""
-    if not enabled():
+    if not enabled() or _stopped:
         return
     engine_log_file(settings)  # sets VLLM_LOGGING_CONFIG_PATH, which vLLM reads as the forkserver imports it
     with _lock, environment(cpu_preload()):
@@ -97,12 +99,69 @@ def engine_processes(settings: Settings):
 
 
 def stop() -> None:
-    """End the forkserver now (the app's stop: no process of ours outlives it). It would end on its own once this
-    process and every engine process have ended, a moment after the app."""
+    """End the forkserver now, with any engine process it started that is still there (the app's stop: no process
+    of ours outlives it). The engines the app knows have stopped by now; what is left is an engine caught in its
+    start (a switch under way as the app stops), whose engine core, once the forkserver is gone, would live on
+    under init with its worker (2 GiB, busy-waiting). The forkserver would end on its own once this process and
+    every engine process have ended."""
+    import psutil
+
+    global _stopped
     server = multiprocessing.forkserver._forkserver  # noqa: SLF001 - the stdlib keeps its forkserver there
     with _lock:
-        if server._forkserver_pid is None:  # noqa: SLF001
+        # An engine start still under way in its thread would start a forkserver again, for its engine core (the
+        # stdlib's ensure_running, at each new process): it is refused from now on, and that start fails
+        _stopped = True
+        server.ensure_running = _refused
+        pid = server._forkserver_pid  # noqa: SLF001
+        if pid is None:
             return
+        with contextlib.suppress(psutil.Error):
+            starting = _frozen(psutil.Process(pid))
+            segments = shared_memory(frozenset(p.pid for p in starting))
+            for proc in starting:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            with contextlib.suppress(ProcessLookupError):  # (stopped, it would not reap them: init does)
+                os.kill(pid, signal.SIGKILL)
+            psutil.wait_procs(starting, timeout=5)
+            unlink_shared_memory(segments)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(server._forkserver_pid, signal.SIGKILL)  # noqa: SLF001
+            os.kill(pid, signal.SIGKILL)
         server._stop()  # noqa: SLF001 - closes its pipe, reaps it, removes its socket
+
+
+def _frozen(root):
+    """The processes below ``root`` (a list of ``psutil.Process``), each stopped (SIGSTOP) with ``root`` before
+    they are listed, again until a listing finds no new one: none forks another after its listing (an engine core
+    asked the forkserver for its worker just as the app stopped, and the worker, forked after the listing, lived
+    on under init)."""
+    import time
+
+    import psutil
+
+    found: dict[int, psutil.Process] = {}
+    todo = [root]
+    while todo:
+        for proc in todo:
+            with contextlib.suppress(psutil.Error):
+                proc.suspend()
+        deadline = time.monotonic() + 1.0  # (the signal is delivered, not yet acted on, when kill returns)
+        for proc in todo:
+            with contextlib.suppress(psutil.Error):
+                while proc.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE) and \
+                        time.monotonic() < deadline:
+                    time.sleep(0.005)
+        children: dict[int, psutil.Process] = {}
+        for proc in [root, *found.values()]:
+            with contextlib.suppress(psutil.Error):
+                children |= {c.pid: c for c in proc.children(recursive=True)}
+        todo = [c for pid, c in children.items() if pid not in found]
+        found |= {c.pid: c for c in todo}
+    return list(found.values())
+
+
+def _refused() -> None:
+    from ..errors import EngineStartError
+
+    raise EngineStartError("the app is stopping: no engine starts now")
