@@ -22,10 +22,12 @@ from vlm_demo.ui.app import build_app, launch_kwargs
 class FixedLengthService(ChatService):
     """The chat service with ``ignore_eos`` set on every request (the page has no such control)."""
 
-    def chat(self, request: ChatRequest, **kwargs):  # type: ignore[override]
+    def chat(self, request: ChatRequest, *args, **kwargs):  # type: ignore[override]
+        # (positional arguments too: a document read page by page asks each page with ``self.chat(one, preview,
+        # sent)``)
         sampling = request.sampling or self.registry.get(request.model).sampling
         request = dataclasses.replace(request, sampling=dataclasses.replace(sampling, ignore_eos=True))
-        return super().chat(request, **kwargs)
+        return super().chat(request, *args, **kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from gradio_client.utils import apply_diff
 
 from vlm_demo.ui.contract import CHAT_OUTPUTS, named_outputs
 
-from .common import run_users, shows_answer, users_parser
+from .common import QUESTION, run_users, shows_answer, users_parser
 from .gradio_load import chat_args
 
 
@@ -34,12 +34,13 @@ class Page:
     question (``gradio_client`` resolves the endpoint and its inputs, state included, once); Clear's index, and the
     events the page runs on an answer's render (from the page's configuration)."""
 
-    def __init__(self, url: str, model: str, picture: str, max_tokens: int):
+    def __init__(self, url: str, model: str, picture: str, max_tokens: int, api_name: str = "chat",
+                 question: str = QUESTION, controls: dict[str, Any] | None = None):
         client = Client(url, verbose=False, download_files=False)
         try:
-            endpoint = client.endpoints[client._infer_fn_index("/chat", None)]
+            endpoint = client.endpoints[client._infer_fn_index(f"/{api_name}", None)]
             self.fn_index = endpoint.fn_index
-            args = chat_args(model, picture, max_tokens)
+            args = chat_args(model, picture, max_tokens, api_name, question, controls)
             self.data = list(endpoint.process_input_files(*endpoint.insert_empty_state(*args)))
             config = client.config
         finally:
@@ -119,6 +120,18 @@ async def ask(client: httpx.AsyncClient, page: Page) -> tuple[float, int]:
         await clear(client, page, session)
     data = await page.question(client)
     t0 = time.perf_counter()
+    ttft, outputs = await answer(client, page, session, data)
+    stats = named_outputs("chat", (outputs or [None] * len(CHAT_OUTPUTS))[:len(CHAT_OUTPUTS)])["stats_data"]
+    if not isinstance(stats, dict) or stats.get("status") != "done":
+        raise RuntimeError(f"the answer did not finish: {stats!r}")
+    return ttft or time.perf_counter() - t0, stats["tokens"]
+
+
+async def answer(client: httpx.AsyncClient, page: Page, session: str, data: list[Any]) -> tuple[float, list[Any]]:
+    """The page's event (``page.fn_index``) with ``data`` in the tab ``session``, its server-sent messages read as
+    they arrive: the time from the join to the first answer text (0 when none came), and its last outputs. When the
+    render comes, the page's own events on it run beside the answer, and are waited for."""
+    t0 = time.perf_counter()
     chat = await join(client, page, session, page.fn_index, data)
     pending, ttft, outputs = {chat}, 0.0, None
     async for msg in messages(client, page, session):
@@ -143,10 +156,7 @@ async def ask(client: httpx.AsyncClient, page: Page) -> tuple[float, int]:
             pending.discard(event)
             if not pending:
                 break
-    stats = named_outputs("chat", (outputs or [None] * len(CHAT_OUTPUTS))[:len(CHAT_OUTPUTS)])["stats_data"]
-    if not isinstance(stats, dict) or stats.get("status") != "done":
-        raise RuntimeError(f"the answer did not finish: {stats!r}")
-    return ttft or time.perf_counter() - t0, stats["tokens"]
+    return ttft, outputs or []
 
 
 async def load(page: Page, users: int, per_user: int) -> dict:

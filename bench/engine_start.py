@@ -57,6 +57,7 @@ PHASES = {
 }
 """Each phase, and the log line that ends it (None: the app's own mark)."""
 SECTION = "## Engine start by phase"
+REAL_SECTION = "## Engine start by phase, at Qwen2.5-VL-3B's size"
 
 
 def log_config(path: Path) -> Path:
@@ -173,12 +174,13 @@ def table(runs: dict[str, list[dict[str, dict[str, float]]]], title: str) -> str
     return "\n".join(rows)
 
 
-def write_section(path: Path, text: str) -> None:
-    """``text`` as the file's engine-start section (replaced where there is one, else added at the end)."""
+def write_section(path: Path, text: str, heading: str = SECTION) -> None:
+    """``text`` as the file's section under ``heading`` (the heading line kept; replaced where there is one, else
+    added at the end)."""
     old = path.read_text() if path.exists() else ""
-    head, found, rest = old.partition(SECTION)
+    head, found, rest = old.partition(heading + "\n")
     tail = rest[rest.find("\n## "):] if found and "\n## " in rest else ""
-    path.write_text((head.rstrip() + "\n\n" if head.strip() else "") + text.rstrip() + "\n" + tail)
+    path.write_text((head.rstrip() + "\n\n" if head.strip() else "") + heading + "\n\n" + text.rstrip() + "\n" + tail)
 
 
 def main() -> None:
@@ -208,13 +210,21 @@ def main() -> None:
                 print(f"{mode}: {json.dumps({s: round(p['total'], 2) for s, p in runs[mode][-1].items()})}",
                       file=sys.stderr, flush=True)
     text = table(runs, f"{title}, median of {args.runs}")
-    print(text)
     total = {mode: {step: statistics.median(r[step]["total"] for r in runs[mode]) for step in STEPS} for mode in MODES}
     kind = "real_size" if args.real_size else "tiny"
-    print(f"RESULT engine_start {kind} " + " ".join(
-        f"{step.replace(' ', '_')}_s={total['before'][step]:.1f}->{total['now'][step]:.1f}" for step in STEPS))
+    result = f"RESULT engine_start {kind} " + " ".join(
+        f"{step.replace(' ', '_')}_s={total['before'][step]:.1f}->{total['now'][step]:.1f}" for step in STEPS)
+    print(text)
+    print(result)
     if args.out:
-        write_section(args.out, text)
+        command = " ".join(["python -m bench.engine_start", f"--runs {args.runs}",
+                            *(["--real-size"] if args.real_size else []), f"--out {args.out}"])
+        from bench.common import machine
+
+        box = machine()
+        where = f"{box['cpu']}, {box['cores']} cores, {box['memory_gib']} GiB, load {box['load_average'][0]}"
+        write_section(args.out, f"`{command}` ({time.strftime('%Y-%m-%d')}, {where})\n\n{text}\n\n{result}",
+                      REAL_SECTION if args.real_size else SECTION)
 
 
 if __name__ == "__main__":

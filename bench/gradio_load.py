@@ -24,11 +24,16 @@ from vlm_demo.ui.contract import api_inputs, named_outputs
 from .common import QUESTION, shows_answer, users_parser
 
 
-def chat_args(model: str, picture: str, max_tokens: int) -> list:
-    """The /chat inputs, by name: the question with the picture, the model's own settings."""
+def chat_args(model: str, picture: str, max_tokens: int, api_name: str = "chat", question: str = QUESTION,
+              controls: dict[str, Any] | None = None) -> list:
+    """The inputs of ``/chat`` (or ``api_name``: ``/inspect``), by name: the question with the picture (or a PDF),
+    the model's own settings but for ``controls`` (``each_page``, say)."""
     registry = load_registry(Settings.from_env().models_file)
-    message = {"text": QUESTION, "files": [handle_file(picture)]}
-    return api_inputs(registry, "chat", model, message, temperature=0.7, top_p=0.9, max_tokens=max_tokens)
+    message = {"text": question, "files": [handle_file(picture)]}
+    if api_name != "chat":
+        return api_inputs(registry, api_name, model, message, controls=controls)
+    return api_inputs(registry, "chat", model, message, temperature=0.7, top_p=0.9, max_tokens=max_tokens,
+                      controls=controls)
 
 
 STEPS = ("upload", "queue", "read the message", "render", "panels", "first text update", "delivery")

@@ -466,9 +466,33 @@ def _after(o: dict) -> str:
     return f"{abs(ms):.0f} ms {'after' if ms >= 0 else 'before'}"
 
 
+DOCUMENTS_HEADING = "## A 40-page document, page by page"
+"""The heading of ``bench/documents.py``'s section of ``benchmark.md``."""
+
+
+def section_of(markdown_text: str, heading: str) -> str:
+    """The section under ``heading`` (the heading line included) up to the next "## " heading; "" without one."""
+    _, found, after = markdown_text.partition(heading + "\n")
+    if not found:
+        return ""
+    rest = after.find("\n## ")
+    return heading + "\n" + (after[:rest + 1] if rest >= 0 else after)
+
+
+def with_section(markdown_text: str, heading: str, section: str) -> str:
+    """``benchmark.md``'s text with ``section`` (which begins with ``heading``) in place of the section under that
+    heading, up to the next "## " heading, where there is one; else at the end."""
+    before, found, after = markdown_text.partition(heading + "\n")
+    if not found:
+        return (markdown_text.rstrip() + "\n\n" if markdown_text.strip() else "") + section
+    rest = after.find("\n## ")
+    following = after[rest + 1:] if rest >= 0 else ""
+    return before + section.rstrip() + "\n" + ("\n" + following if following else "")
+
+
 def with_real_size(markdown_text: str, section: str) -> str:
-    """``benchmark.md``'s text with ``section`` as its last section (in place of an earlier one)."""
-    return markdown_text.split(REAL_SIZE_HEADING)[0].rstrip() + "\n\n" + section
+    """``benchmark.md``'s text with ``section`` in place of the real-size run's section, else at the end."""
+    return with_section(markdown_text, REAL_SIZE_HEADING, section)
 
 
 def write_real_size(real: dict, out_dir: Path) -> None:
@@ -490,7 +514,11 @@ def write_report(data: dict, out_dir: Path) -> None:
     real = out_dir / "benchmark-real-size.json"
     if real.exists():  # the last real-size run's summary stays (``bench/real_size.py``)
         text = with_real_size(text, real_size_section(json.loads(real.read_text()), data))
-    (out_dir / "benchmark.md").write_text(text)
+    written = out_dir / "benchmark.md"
+    kept = section_of(written.read_text(), DOCUMENTS_HEADING) if written.exists() else ""
+    if kept:  # and the last document run's (``bench/documents.py``), as it wrote it
+        text = with_section(text, DOCUMENTS_HEADING, kept)
+    written.write_text(text)
     plot(data, out_dir / "benchmark.png")
 
 

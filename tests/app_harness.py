@@ -46,7 +46,7 @@ def page(service: ChatService):
     demo = build_app(service, default_model=MODEL)
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_kwargs(service.settings))
+                **launch_kwargs(service.settings, service))
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

@@ -81,6 +81,15 @@ CONTRAST_JS = """([root, minimum]) => {
     return bad;
 }"""
 
+FAILURE_JS = """() => ['engine-state', 'budget', 'stats', 'message-note'].map(id => {
+  const e = document.getElementById(id);
+  return `#${id}: ${e ? JSON.stringify(e.innerText.trim().slice(0, 400)) : '(none)'}`;
+}).concat([`settings sent: ${JSON.stringify((document.querySelector('#rendered-prompt .sent-settings') || {}).innerText || '')}`,
+           `controls: ${JSON.stringify([...document.querySelectorAll('#settings-panel [id^=slider-] input, #settings-panel [id^=slider-] textarea')]
+              .filter(e => e.type !== 'range').map(e => `${e.closest('[id^=slider-]').id}=${e.type === 'checkbox' ? e.checked : e.value}`))}`])
+ .join('\\n')"""
+"""What a failed journey's report adds about the page (CI keeps its log, not the screenshots)."""
+FAILURE_LOG_LINES = 30
 ERRORS_JS = """() => [...document.querySelectorAll('.toast-body.error, span.error')]
     .filter(e => e.getClientRects().length).map(e => e.closest('.toast-body')
         ? e.closest('.toast-body').innerText.trim().slice(0, 200) : 'error badge: ' + e.innerText.trim())"""
@@ -118,16 +127,24 @@ class Watch:
         self.page.goto(url)
         self.page.evaluate(OBSERVE_JS)
         self.page.locator("#question textarea").wait_for(timeout=60_000)
+        self.page.wait_for_function("document.body.dataset.opened === 'yes'", timeout=30_000)  # on the tab's model
         self.begin()
 
     @contextlib.contextmanager
     def failing(self):
-        """A screenshot of the page as it stood when the block failed (``<name>-failed.png``)."""
+        """A screenshot of the page as it stood when the block failed (``<name>-failed.png``), and in the failure's
+        report what CI's log alone would not show: the page's status, budget and stats lines, the settings sent and
+        the app log's last lines."""
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(Exception):
                 self.page.screenshot(path=str(self.shots / f"{self.name}-failed.png"), full_page=True)
+            with contextlib.suppress(Exception):
+                exc.add_note(self.page.evaluate(FAILURE_JS))
+            with contextlib.suppress(Exception):
+                exc.add_note("the app's log ends:\n" + "\n".join(
+                    self.log.read_text(encoding="utf-8", errors="replace").splitlines()[-FAILURE_LOG_LINES:]))
             raise
 
     def begin(self) -> None:

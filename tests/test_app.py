@@ -247,6 +247,54 @@ def test_the_api_tells_a_documents_cost_before_sending(app, tmp_path):
     assert engines.running_requests() == 0
 
 
+def test_an_agent_gets_a_documents_cost_over_mcp(app, tmp_path):
+    """The page's MCP server (streamable HTTP at /gradio_api/mcp, mcp 2.x's own client): its tools are listed with
+    their inputs, ``models`` names the models and their settings, and ``document_cost`` gives for a 3-page PDF
+    under a model and its settings what ``/document_cost`` gives, with no engine request; a bad document or an
+    unknown model is a tool error of one line."""
+    import base64
+
+    from mcp.client.client import Client as McpClient
+
+    url, engines, registry = app
+    report = make_pdf(tmp_path / "report.pdf", pages=3)
+    data_url = "data:application/pdf;base64," + base64.b64encode(report.read_bytes()).decode()
+    endpoint = url.rstrip("/") + "/gradio_api/mcp"
+
+    async def ask():
+        async with McpClient(endpoint) as client:
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            models = await client.call_tool("models", {})
+            cost = await client.call_tool("document_cost", {"document": data_url, "model": MODEL, "pages": "1-2",
+                                                            "dpi": 72, "settings": {"max_pixels": 200704}})
+            bad = await client.call_tool("document_cost", {"document": "data:application/pdf;base64,"
+                                                           + base64.b64encode(ENCRYPTED).decode(), "model": MODEL})
+            unknown = await client.call_tool("document_cost", {"document": data_url, "model": "no-such-model"})
+        return tools, models, cost, bad, unknown
+
+    tools, models, cost, bad, unknown = asyncio.run(ask())
+    assert set(tools) == {"models", "document_cost"}
+    assert {"document", "model", "pages", "dpi", "question", "settings"} <= set(
+        tools["document_cost"].input_schema["properties"])
+    listed = {m["name"]: m for m in models.structured_content["result"]}
+    assert set(listed) == {spec.name for spec in registry.models}
+    assert "max_pixels" in [c["kwarg"] for c in listed[MODEL]["controls"]] and listed[MODEL]["runs_here"]
+    assert not cost.is_error, cost.content
+    found = cost.structured_content
+    client = Client(url, verbose=False)
+    shown = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL, message(
+        "Read this document.", report), controls={"pages": "1-2", "dpi": 72, "max_pixels": 200704}),
+        api_name="/inspect"))
+    assert [(p["page"], p["dpi"]) for p in found["pages"]] == [(1, 72), (2, 72)]
+    assert [p["tokens"] for p in found["pages"]] == [row[2] for row in shown["table"]["data"]]
+    assert found["mm_processor_kwargs"] and "<|vision_start|>" in found["rendered_prompt"]
+    for failed, line in ((bad, "the PDF is encrypted"), (unknown, "no-such-model")):
+        assert failed.is_error
+        (text,) = [c.text for c in failed.content]
+        assert line in text and "\n" not in text and "Traceback" not in text
+    assert engines.running_requests() == 0
+
+
 def test_the_api_names_each_input_as_the_handlers_take_it(app, picture):
     """Each endpoint's inputs, in the order ``gradio_client`` sends them, carry the contract's names, by which
     the handlers take them (a control by its kwarg, Compare's sides with ``_a`` / ``_b``); ``api_inputs`` builds

@@ -46,3 +46,37 @@ def test_quick_benchmark_runs_and_writes_its_table(tmp_path, report):
     assert insp["renderer_inspect_s"] < insp["engine_inspect_s"], insp
     assert "## Turns 2 and 3" in table and "## Inspect without an engine" in table
     assert (tmp_path / "benchmark.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.browser
+def test_the_document_benchmark_runs_and_writes_its_section(tmp_path, report):
+    """``bench/documents.py`` on a 3-page document at 4 tokens a page: every measurement runs (rasterising, the
+    inspector, the app and vllm serve page by page, Chromium), the two sides get the same requests (their prompt
+    tokens equal), and its section goes into an existing ``benchmark.md`` without touching the rest, once however
+    often it runs; ``bench/report.py`` keeps it when it rewrites the file."""
+    from bench.documents import HEADING, write
+    from bench.report import with_real_size
+
+    table = tmp_path / "benchmark.md"
+    table.write_text("# Benchmark\n\n## Findings\n\nkept\n")
+    out = subprocess.run([sys.executable, "-m", "bench.documents", "--pages", "3", "--max-tokens", "4", "--out",
+                          str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = out.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"RESULT doc_pages_per_s_vs_serve=[\d.]+ inspect_40_pages_s=[\d.]+ "
+                        r"raster_ms_per_page_144=[\d.]+ longest_browser_task_ms=\d+", line), line
+    report(f"bench.documents --pages 3 --max-tokens 4: {line}")
+    data = json.loads((tmp_path / "benchmark-documents.json").read_text())
+    assert [(r["dpi"], r["size"]) for r in data["rasterising"]] == [(72, [595, 842]), (144, [1190, 1684]),
+                                                                     (200, [1653, 2339])]
+    assert data["app"]["tokens"] == data["serve"]["tokens"] == 3 * 4  # ignore_eos on both sides
+    assert data["app"]["prompt_tokens"] == data["serve"]["prompt_tokens"] > sum(data["inspect"]["tokens_per_page"])
+    assert len(data["inspect"]["tokens_per_page"]) == 3 and data["browser"]["enter_to_done_s"] > 0
+    text = table.read_text()
+    assert text.startswith("# Benchmark\n\n## Findings\n\nkept\n\n" + HEADING + "\n"), text[:300]
+    assert line in text and "| app: page protocol" in text and "| 144 dpi, 3 pages | 1190 x 1684 |" in text
+    write(data, tmp_path)  # again: in place
+    table.write_text(with_real_size(table.read_text(), "## At a real checkpoint's size\n\nreal\n"))
+    write(data, tmp_path)
+    again = table.read_text()
+    assert again.count(HEADING) == 1 and again.index(HEADING) < again.index("## At a real") and "real\n" in again

@@ -73,3 +73,18 @@ def test_the_stats_line_shows_cache_and_reasoning():
     line = stats_text(Stats(tokens=40, ttft_s=0.12, tokens_per_s=50.0, finish_reason="stop", prompt_tokens=421,
                             cached_tokens=256, reasoning_tokens=33))
     assert "reasoning 33 tokens" in line and "prompt 421 tokens, 256 from vLLM's prefix cache" in line
+
+
+def test_a_readers_answer_shows_as_its_document_with_the_raw_answer_one_click_away():
+    """dots.ocr's JSON cells as Markdown (the title a heading, the table its HTML) in place of the answer; the raw
+    answer in a collapsed block under it; the raw answer, not the view, goes back to the model."""
+    from vlm_demo.families.grounding import DOTS_OCR
+
+    raw = ('[{"bbox": [10, 20, 300, 60], "category": "Title", "text": "Quarterly report"}, '
+           '{"bbox": [10, 80, 300, 200], "category": "Table", "text": "<table><tr><td>1</td></tr></table>"}]')
+    exchange = Exchange(Turn("user", "Layout"), ("Layout",), answer=raw, status="done",
+                        document=DOTS_OCR.document(raw))
+    messages = chat_messages(Conversation((exchange,)))
+    assert messages[1] == {"role": "assistant", "content": "# Quarterly report\n\n<table><tr><td>1</td></tr></table>"}
+    assert messages[2]["metadata"]["title"] == "Raw answer" and raw in messages[2]["content"]
+    assert sent(Conversation((exchange,))) == [("user", "Layout"), ("assistant", raw)]

@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -140,6 +141,27 @@ async def test_each_page_costs_what_the_same_picture_costs(service, report):
     assert all(i["source"] is None for i in to_json(plain)["images"])
 
 
+async def test_the_panels_name_the_pages_that_do_not_fit(service, tmp_path):
+    """Before anything is sent: all pages in one request name the pages past the context's end (those whose range
+    ends beyond max_model_len, by vLLM's render), each page on its own names none where every request fits."""
+    from vlm_demo.service import page_requests
+    from vlm_demo.ui.views import budget_html, pages_view
+
+    pages = load_document(make_pdf(tmp_path / "long.pdf", pages=4), Settings(), DocumentOptions(dpi=200))
+    request = ChatRequest("tiny-qwen2.5-vl", (Turn("user", "Read it.", {"image": pages}),),
+                          mm_kwargs={"max_pixels": 1003520})
+    found = await service.inspect(request, start_engine=False)
+    window = found.budget.max_model_len
+    past = [e.page for e in found.items["image"] if e.offset + e.length > window]
+    assert past == [4], [(e.offset, e.length) for e in found.items["image"]]  # 1260 positions a page (1258 tokens), 4096 in all
+    assert documents_text(found).endswith("; page 4 does not fit: the context ends at 4,096 tokens (read them page "
+                                          "by page, or fewer pages, or a lower dpi)")
+    assert "no room for an answer (1,017 over the context): it cannot be sent" in budget_html(found)  # 5,113 tokens
+    split = [(one, await service.inspect(one, start_engine=False)) for _, one in page_requests(request)]
+    budget = pages_view(service, split)["budget"]
+    assert "4 pages, 5,040 tokens in all; each request 1,327 of 4,096 tokens at most<" in budget  # none over
+
+
 async def test_more_pages_than_the_model_takes_says_choose_fewer(service, report):
     pages = load_document(report, Settings(), DocumentOptions(dpi=72)) * 2  # 6 pages; the tiny entry takes 4
     request = ChatRequest("tiny-qwen2.5-vl", (Turn("user", "Read it.", {"image": pages}),))
@@ -176,6 +198,36 @@ def test_cli_inspect_json_lists_each_page(report):
 def test_pages_keep_their_type_through_intake(report):
     assert isinstance(load_document(report, Settings(), DocumentOptions(dpi=72, pages="1"))[0], Page)
     assert intake.picture(load_document(report, Settings(), DocumentOptions(dpi=72, pages="1"))[0]).size == (595, 842)
+
+
+async def test_a_page_whose_stream_raises_ends_the_document_with_the_error(report):
+    """A page's stream that raises (a bug, not a page's ``Failed``: ``bench/app_server.py``'s service once took no
+    positional arguments) ends the document's stream with that error, its other pages closed, instead of leaving it
+    waiting for that page forever."""
+    from vlm_demo.service.pages import each_page
+
+    pages = load_document(report, Settings(), DocumentOptions(dpi=72))
+    ask = ChatRequest("tiny-qwen2.5-vl", (Turn("user", "Read it.", {"image": pages}),), each_page=True)
+    closed = []
+
+    async def one_page(request):
+        page = request.turns[-1].media["image"][-1]
+        if page.number == 2:
+            raise TypeError("chat() takes 2 positional arguments but 4 were given")
+        try:
+            yield Delta("", "…", num_tokens=1)
+            await asyncio.sleep(30)
+        finally:
+            closed.append(page.number)
+    t0 = time.perf_counter()
+    with pytest.raises(TypeError, match="positional arguments"):
+        await asyncio.wait_for(_drain(each_page(ask, one_page)), 10)
+    assert time.perf_counter() - t0 < 5, "the document waited for the failed page (until cancelled)"
+    assert sorted(closed) == [1, 3]
+
+
+async def _drain(stream) -> list:
+    return [event async for event in stream]
 
 
 @pytest.mark.engine

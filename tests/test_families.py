@@ -45,7 +45,7 @@ def test_every_adapter_has_a_tiny_model_and_known_counts():
     for name, adapter in families.ADAPTERS.items():
         assert name in tiny_models.FAMILIES and adapter.known_counts.get("image"), name
         assert name in TINY, f"models.yaml has no tiny entry for {name}"
-        assert adapter.model_types and adapter.feature_tokens.get("image"), name
+        assert (adapter.model_types or adapter.architectures) and adapter.feature_tokens.get("image"), name
     assert tiny_models.FAMILIES <= set(families.ADAPTERS)  # a builder of no family would build for nothing
 
 
@@ -119,6 +119,42 @@ async def test_qwen_pixel_bounds_use_the_processors_current_api(renderer, family
         bounds = (kwargs.get("min_pixels", low), kwargs["max_pixels"])
         expected = [(h // factor) * (w // factor) for w, h in (resized(*i.size, *bounds, factor) for i in (wide, tall))]
         assert image_counts(rendered) == expected, (kwargs, rendered.mm_kwargs)
+
+
+async def test_glm_ocr_size_at_its_ends_gives_glms_resize(renderer):
+    """GLM-OCR's controls are its processor's ``size`` keys, which vLLM honours per request (it counts the
+    placeholders from the processor's own grid): at each end of each control the page offers, the request sends
+    ``size`` whole (the other key at the checkpoint's value: the processor refuses half a ``size``) and each picture
+    gets what GLM's smart_resize gives for those bounds."""
+    from vlm_demo.families.glm_ocr import LONGEST_EDGE, SHORTEST_EDGE, count
+
+    r = renderer(TINY["glm_ocr"])
+    found = profile(r.spec)
+    assert [c.kwarg for c in found.controls] == ["size.shortest_edge", "size.longest_edge"]
+    wide, tall = make_image(1280, 720, seed=1), make_image(300, 500, seed=2)
+    for control in found.controls:
+        for value in (control.min, control.max):
+            rendered = await render(r, [wide, tall], {control.kwarg: value})
+            size = {"shortest_edge": SHORTEST_EDGE, "longest_edge": LONGEST_EDGE, control.kwarg.split(".")[1]: value}
+            assert rendered.mm_kwargs == {"size": size}, rendered.mm_kwargs  # as sent
+            expected = [count(*i.size, size["shortest_edge"], size["longest_edge"]) for i in (wide, tall)]
+            assert image_counts(rendered) == expected, (control.kwarg, value)
+            assert [g.grid for g in rendered.geometry["image"]] == [
+                (h // 28, w // 28) for w, h in (r.adapter.geometry_from_count["image"](n, i, rendered.mm_kwargs)
+                                                .processed_size for n, i in zip(expected, (wide, tall)))]
+
+
+@pytest.mark.parametrize(("family", "prompt"), [
+    ("lightonocr", "<|im_start|>system<|im_end|>\n<|im_start|>user\n<|image_pad|><|im_end|>\n<|im_start|>assistant\n"),
+    ("glm_ocr", "[gMASK]<sop><|user|>\n<|begin_of_image|><|image|><|end_of_image|>Text Recognition:<|assistant|>\n"),
+])
+async def test_a_readers_task_renders_its_cards_prompt(renderer, family, prompt):
+    """Each reader's first task as its card sends it: LightOnOCR's the page alone (no text part, which its template
+    would end with a newline), GLM-OCR's the page then ``Text Recognition:``."""
+    adapter = families.get(family)
+    rendered = await render(renderer(TINY[family]), [make_image(640, 480)], text=adapter.tasks[0].prompt)
+    assert rendered.prompt == prompt
+    assert adapter.document_dpi == 200
 
 
 @pytest.mark.parametrize("family", sorted(families.ADAPTERS))
@@ -325,6 +361,89 @@ async def test_a_model_without_controls_gets_its_processors(name, derived, entry
         with pytest.raises(InputError, match=f"{slider.kwarg}={slider.max + 1} is outside"):
             await service.inspect(request(spec.name, {slider.kwarg: slider.max + 1}), start_engine=False)
     with pytest.raises(InputError, match=f"has no setting 'patch_size'; its settings: .*{sorted(names)[0]}"):
+        await service.inspect(request(spec.name, {"patch_size": 28}), start_engine=False)
+
+
+@pytest.mark.parametrize("family", ["dots_ocr", "paddleocr_vl"])
+async def test_reader_controls_at_their_ends_render_the_familys_rule(renderer, family):
+    """The document readers on Qwen's resize rule (dots.ocr, PaddleOCR-VL): at the checkpoint's bounds and at each
+    end of each of the tiny entry's sliders (the other bound at the checkpoint's value), every picture gets the
+    count the rule gives in vLLM's renderer, and what the app draws agrees: the grid from the processor's
+    ``image_grid_thw`` holds as many cells, and the remote rule gives that grid. PaddleOCR-VL counts with its own
+    rule from ``size`` (``paddleocr_vl.py``, the keys of transformers' processor without remote code) while its
+    processor resizes the pixels: both must move together."""
+    from vlm_demo.families.qwen2_5_vl import resized
+
+    r = renderer(TINY[family])
+    adapter, spec = r.adapter, r.spec
+    low, high = adapter.control("min_pixels").default, adapter.control("max_pixels").default
+    pictures = [make_image(1280, 720, seed=1), make_image(300, 500, seed=2), make_image(100, 80, seed=3)]
+    cases = [{"min_pixels": low, "max_pixels": high}]
+    for c in spec.controls:
+        other = {"min_pixels": "max_pixels", "max_pixels": "min_pixels"}[c.kwarg]
+        cases += [{c.kwarg: value, other: high if other == "max_pixels" else low} for value in (c.min, c.max)]
+    for kwargs in cases:
+        rendered = await render(r, pictures, kwargs)
+        sizes = [resized(*p.size, kwargs["min_pixels"], kwargs["max_pixels"]) for p in pictures]
+        expected = [(w // 28) * (h // 28) for w, h in sizes]
+        assert image_counts(rendered) == expected, (kwargs, rendered.mm_kwargs)
+        for picture, count, size, geometry in zip(pictures, expected, sizes, rendered.geometry["image"]):
+            assert geometry.processed_size == size and geometry.grid[0] * geometry.grid[1] == count, kwargs
+            assert adapter.geometry_from_count["image"](count, picture, rendered.mm_kwargs) == geometry, kwargs
+
+
+async def test_dots_ocr_renders_with_its_recipes_string_content_format(service, registry):
+    """dots.ocr's templates join a message's content as a string: its recipe serves it with
+    ``--chat-template-content-format string`` (the entry's ``chat_template_content_format``), so the app's render and
+    Export do too; vLLM puts the placeholder and a newline before the text, and a system prompt and a second turn
+    render (detected, the processor's template reads as "openai" and both failed: "can only concatenate str")."""
+    from vlm_demo.export import serve_command
+
+    turns = (Turn("user", "OCR:", {"image": (make_image(200, 100),)}), Turn("assistant", "Hi"), Turn("user", "More?"))
+    found = await service.inspect(ChatRequest(model="tiny-dots.ocr", turns=turns, system="Be brief."),
+                                  start_engine=False)
+    assert found.content_format == "string"
+    assert found.prompt == ("<|system|>Be brief.<|endofsystem|>\n<|user|><|img|><|imgpad|><|endofimg|>\nOCR:<|endofuser|>"
+                            "<|assistant|>Hi<|endofassistant|><|user|>More?<|endofuser|><|assistant|>")
+    assert found.items["image"][0].count == 28  # 196x112 px: 4x7 cells
+    assert "--chat-template-content-format string" in serve_command(registry.get("dots.ocr"))
+    assert "--chat-template-content-format" not in serve_command(registry.get("paddleocr-vl"))
+
+
+@pytest.mark.parametrize("name", ["tiny-qwen2.5-vl", "tiny-paddleocr-vl"])
+async def test_a_model_without_an_adapter_takes_the_pixel_names_its_docs_use(name, registry, engines, settings):
+    """A model served without an adapter whose processor declares ``size`` edges (its derived controls:
+    ``size.shortest_edge``, ``size.longest_edge``) takes ``min_pixels`` / ``max_pixels`` too, the names the checkpoints'
+    docs use and vLLM maps onto those edges (it refused them: "has no setting 'min_pixels'"): each renders what the
+    edge renders and what the family's own control renders, and the edge's name is what is sent."""
+    from vlm_demo.errors import InputError
+    from vlm_demo.registry import ModelSpec
+    from vlm_demo.service import ChatService
+    from vlm_demo.tiny_models import tiny_model_dir
+
+    entry = registry.get(name)
+    spec = ModelSpec(name=f"plain-{name}", label="generic", family="generic",
+                     path=str(tiny_model_dir(entry.family, settings.cache_dir / "tiny-models")),
+                     engine_args=dataclasses.replace(entry.engine_args, load_format="dummy"))
+    service = ChatService(registry.with_model(spec), engines, settings)
+    found = await service.controls(spec.name)
+    assert found.aliases == {"min_pixels": "size.shortest_edge", "max_pixels": "size.longest_edge"}
+    images = (make_image(1280, 720), make_image(64, 48, seed=1))  # one the max binds, one the min does
+
+    def request(model: str, kwargs) -> ChatRequest:
+        return ChatRequest(model=model, turns=(Turn("user", "Read it.", {"image": images}),), mm_kwargs=kwargs)
+    low = found.control("size.shortest_edge").max  # within the derived slider, above the small picture's area...
+    named = {"max_pixels": 200704, "min_pixels": low}  # ...and a max below the wide one's
+    ours = await service.inspect(request(spec.name, named), start_engine=False)
+    edges = await service.inspect(request(spec.name, {"size.longest_edge": 200704, "size.shortest_edge": low}),
+                                  start_engine=False)
+    family = await service.inspect(request(name, named), start_engine=False)
+    plain = await service.inspect(request(spec.name, {}), start_engine=False)
+    assert ours.prompt_token_ids == edges.prompt_token_ids == family.prompt_token_ids != plain.prompt_token_ids
+    assert "pixels" not in json.dumps(ours.mm_kwargs), ours.mm_kwargs  # sent as the controls' own names
+    with pytest.raises(InputError, match=r"max_pixels=9 is outside|size.longest_edge=9 is outside"):
+        await service.inspect(request(spec.name, {"max_pixels": 9}), start_engine=False)
+    with pytest.raises(InputError, match=r"no setting 'patch_size'; its settings: .*max_pixels \(size.longest_edge\)"):
         await service.inspect(request(spec.name, {"patch_size": 28}), start_engine=False)
 
 

@@ -3,10 +3,16 @@ picture with the processor's own geometry, drawn where it belongs."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
 import pytest
+from PIL import Image
 
 from vlm_demo import families
-from vlm_demo.families.grounding import INTERNVL, QWEN2_5_VL, QWEN2_VL, QWEN3_VL, Found
+from vlm_demo.families.grounding import DEEPSEEK_OCR, DOTS_OCR, INTERNVL, LIGHTONOCR_BBOX, QWEN2_5_VL, QWEN2_VL, QWEN3_VL, Found
 from vlm_demo.grounding import COLOURS, Placed, colour_of, draw, place, rows, to_json
 
 from .conftest import make_image
@@ -44,7 +50,8 @@ def test_formats_parse_complete_items_only(fmt, text, expected):
 def test_every_grounding_family_says_its_format():
     named = {name: a.grounding for name, a in families.ADAPTERS.items() if a.grounding}
     assert named == {"qwen2_5_vl": QWEN2_5_VL, "qwen3_vl": QWEN3_VL, "qwen2_vl": QWEN2_VL, "internvl": INTERNVL,
-                     "internvl_hf": INTERNVL}
+                     "internvl_hf": INTERNVL, "deepseek_ocr": DEEPSEEK_OCR, "deepseek_ocr2": DEEPSEEK_OCR,
+                     "lightonocr": LIGHTONOCR_BBOX, "dots_ocr": DOTS_OCR}
 
 
 @pytest.mark.parametrize("orig, processed, box, expected", [
@@ -203,3 +210,282 @@ def test_a_chinese_label_is_drawn_in_a_cjk_font():
         assert bytes(font.getmask("猫")) != box and bytes(font.getmask("书生")) != bytes(font.getmask("\U0010fffd" * 2))
     else:  # Pillow's own font: Latin only
         assert bytes(font.getmask("猫")) == box
+
+
+# Document readers: each cell's category, text and reading order, its box in the format's space; mapped onto the page
+# picture (an A4 page at 150 dpi: 1240x1754) with each format's own space.
+A4_150 = (1240, 1754)
+
+DOTS_ANSWER = ('[{"bbox": [124, 80, 1108, 160], "category": "Title", "text": "# Quarterly report"}, '
+               '{"bbox": [308, 441, 924, 882], "category": "Formula", "text": "$$\\\\frac{a}{b} = [c]$$"}, '
+               '{"bbox": [1232, 1764, 616, 882], "category": "Picture"}, '
+               '{"bbox": [100, 1700, 400, 1750], "category": "Page-footer", "text": "page {1}')  # cut off
+DEEPSEEK_ANSWER = ("<|ref|>title<|/ref|><|det|>[[100, 40, 899, 80]]<|/det|>\n# Quarterly report\n\n"
+                   "<|ref|>table<|/ref|><|det|>[[100, 300, 500, 400], [520, 300, 899, 400]]<|/det|>\n"
+                   "<table><tr><td>r0c0</td></tr></table>\n\n"
+                   "<|ref|>image<|/ref|><|det|>[[0, 0, 999, 999]]<|/det|>\n\n"
+                   "<|ref|>text<|/ref|><|det|>[[100, 900, 899, 9")  # cut off inside the det
+LIGHTON_ANSWER = ("# Quarterly report\n\nRevenue grew.\n\n![image](image_1.png) 100,250,900,500\n\n"
+                  "| a | b |\n|---|---|\n\n![image](image_2.png)0,0,1000,1000\n\n![image](image_3.png) 5,6,7")
+
+
+@pytest.mark.parametrize("fmt, text, expected", [
+    ("DOTS_OCR", DOTS_ANSWER, [
+        Found("Title", box=(124, 80, 1108, 160), text="# Quarterly report", order=1),
+        Found("Formula", box=(308, 441, 924, 882), text="$$\\frac{a}{b} = [c]$$", order=2),
+        Found("Picture", box=(616, 882, 1232, 1764), text="", order=3)]),
+    ("DOTS_OCR", '```json\n[{"bbox": [1, 2, 3], "category": "Text", "text": "x"}, {"bbox": "1,2,3,4"}, '
+                 '{"category": "Text"}, {"bbox": [1, 2, 3, 4], "category": 7, "text": null}]\n```',
+     [Found("", box=(1, 2, 3, 4), text="", order=1)]),
+    ("DEEPSEEK_OCR", DEEPSEEK_ANSWER, [
+        Found("title", box=(100, 40, 899, 80), text="# Quarterly report", order=1),
+        Found("table", box=(100, 300, 500, 400), text="<table><tr><td>r0c0</td></tr></table>", order=2),
+        Found("table", box=(520, 300, 899, 400), text="<table><tr><td>r0c0</td></tr></table>", order=2),
+        Found("image", box=(0, 0, 999, 999), text="", order=3)]),
+    ("DEEPSEEK_OCR", "<|ref|>text<|/ref|><|det|>[[1, 2, 3, 4]]<|/det|>Hello <|r",  # the last cell streams on
+     [Found("text", box=(1, 2, 3, 4), text="Hello", order=1)]),
+    ("DEEPSEEK_OCR", "<|ref|>text<|/ref|><|det|>[[1, 2, 3], [1, 2, 3, 4, 5]]<|/det|>x", []),
+    ("LIGHTONOCR_BBOX", LIGHTON_ANSWER, [
+        Found("image", box=(100, 250, 900, 500), text="![image](image_1.png)", order=1),
+        Found("image", box=(0, 0, 1000, 1000), text="![image](image_2.png)", order=2)]),
+    ("LIGHTONOCR_BBOX", "![image](image_1.png) 1,2,3,4.5 ![x](a.png) 1,2 ![image](b.png)", []),
+], ids=["dots-cells-and-cut", "dots-malformed", "deepseek-refs-and-cut", "deepseek-streaming-text",
+        "deepseek-malformed", "lighton-images-and-cut", "lighton-malformed"])
+def test_reader_formats_parse_cells_in_reading_order(fmt, text, expected):
+    from vlm_demo.families import grounding
+
+    fmt = getattr(grounding, fmt)
+    assert list(fmt.parse(text)) == expected
+    for cut in range(len(text)):  # a stream cut anywhere never raises, and its boxes are the whole answer's first
+        boxes = [(f.label, f.box, f.order) for f in fmt.parse(text[:cut])]
+        if fmt is not grounding.LIGHTONOCR_BBOX:  # (LightOnOCR: a last number may still grow by a digit)
+            assert boxes == [(f.label, f.box, f.order) for f in expected][:len(boxes)], text[:cut]
+
+
+def test_reader_formats_have_no_detect_mode():
+    from vlm_demo.families.grounding import DEEPSEEK_OCR, DOTS_OCR, LIGHTONOCR_BBOX
+
+    assert all(f.detects for f in (QWEN2_5_VL, QWEN3_VL, QWEN2_VL, INTERNVL))
+    assert not any(f.detects for f in (DOTS_OCR, DEEPSEEK_OCR, LIGHTONOCR_BBOX))
+    assert (DOTS_OCR.space, DEEPSEEK_OCR.space, DEEPSEEK_OCR.scale, LIGHTONOCR_BBOX.space, LIGHTONOCR_BBOX.scale) == (
+        "processed", "relative", 999, "relative", 1000)
+    assert DEEPSEEK_OCR.bounds(None) == (999, 999) and DOTS_OCR.bounds((1232, 1764)) == (1232, 1764)
+
+
+def test_detect_refuses_a_reader_and_is_not_offered(registry, monkeypatch):
+    """A reader's format has boxes but no "where is X" question: Detect mode is not offered for it (its boxes are
+    still read from any answer), and a Detect request is one line naming the families that have it."""
+    import dataclasses
+
+    from vlm_demo import profile
+    from vlm_demo.errors import InputError
+    from vlm_demo.families.grounding import DOTS_OCR
+    from vlm_demo.service import grounding_of
+    from vlm_demo.ui.contract import has_grounding
+
+    spec = registry.get("tiny-qwen2.5-vl")
+    assert has_grounding(spec) and grounding_of(spec, detect=True) is QWEN2_5_VL
+    found = profile.profile(spec)
+    reader = dataclasses.replace(found, adapter=dataclasses.replace(found.adapter, grounding=DOTS_OCR))
+    monkeypatch.setattr(profile, "adapter", lambda spec: reader.adapter)
+    assert grounding_of(reader) is DOTS_OCR and not has_grounding(spec)
+    with pytest.raises(InputError, match=r"reads documents: .*\(Detect mode: .*Qwen2"):
+        grounding_of(reader, detect=True)
+
+
+def _outline_at(page, placed, x: float, y: float) -> bool:
+    """Whether the drawn page has a box outline (not white paper) at page pixel (x, y)."""
+    return draw(page, placed).getpixel((round(x), round(y))) != (255, 255, 255)
+
+
+def test_dots_ocr_cells_land_on_the_page_through_the_smart_resize():
+    """dots.ocr's boxes are pixels of the page as its processor resized it (Qwen2-VL's smart resize, 28 px per
+    token, the checkpoint's 3136..11,289,600 pixels): an A4 page at 150 dpi, 1240x1754, is read at 1232x1764, so a
+    box there is scaled by 1240/1232 and 1754/1764 onto the page, not taken as page pixels (dots.ocr #72)."""
+
+    from vlm_demo.families.grounding import DOTS_OCR
+    from vlm_demo.families.qwen2_5_vl import resized
+
+    processed = resized(*A4_150, 3136, 11_289_600)
+    assert processed == (1232, 1764)
+    title, formula, picture = place(DOTS_OCR.parse(DOTS_ANSWER), DOTS_OCR, A4_150, processed)
+    assert formula.box == pytest.approx((310, 438.5, 930, 877))  # 308*1240/1232, 441*1754/1764 ...
+    assert picture.box == pytest.approx((620, 877, 1240, 1754))  # the processed image's corner is the page's
+    assert title.box == pytest.approx((124 * 1240 / 1232, 80 * 1754 / 1764, 1108 * 1240 / 1232, 160 * 1754 / 1764))
+    assert (title.label, title.order, title.text) == ("Title", 1, "# Quarterly report")
+    page = Image.new("RGB", A4_150, "white")
+    assert _outline_at(page, [formula], 310, 600) and not _outline_at(page, [formula], 308 - 5, 600)
+    assert _outline_at(page, [formula], 600, 877) and not _outline_at(page, [formula], 600, 882 + 5)
+    # a page whose pixels exceed max_pixels is read smaller: the same box lands on the same page pixels
+    small = resized(*A4_150, 3136, 1_003_520)
+    assert small == (840, 1176)
+    (whole,) = place(DOTS_OCR.parse('[{"bbox": [210, 294, 630, 588], "category": "Table", "text": "<table>"}]'),
+                     DOTS_OCR, A4_150, small)
+    assert whole.box == pytest.approx((310, 438.5, 930, 877))
+
+
+def test_deepseek_ocr_refs_land_on_the_page_on_its_999_grid():
+    """DeepSeek-OCR's boxes are on a 0-999 grid of the page (its own script draws ``x / 999 * width``): 999 is the
+    page's right and bottom edge, not 1000."""
+
+    from vlm_demo.families.grounding import DEEPSEEK_OCR
+
+    title, left, right, image = place(DEEPSEEK_OCR.parse(DEEPSEEK_ANSWER), DEEPSEEK_OCR, A4_150, None)
+    w, h = A4_150
+    assert title.box == pytest.approx((100 / 999 * w, 40 / 999 * h, 899 / 999 * w, 80 / 999 * h))
+    assert left.box == pytest.approx((124.124, 526.727, 620.621, 702.302), abs=1e-3)
+    assert image.box == pytest.approx((0, 0, 1240, 1754))
+    assert [(c.label, c.order) for c in (title, left, right, image)] == [
+        ("title", 1), ("table", 2), ("table", 2), ("image", 3)]
+    page = Image.new("RGB", A4_150, "white")
+    assert _outline_at(page, [left], 125, 600) and not _outline_at(page, [left], 118, 600)
+    assert _outline_at(page, [left], 400, 702) and not _outline_at(page, [left], 400, 709)
+
+
+def test_lightonocr_images_land_on_the_page_in_thousandths():
+
+    from vlm_demo.families.grounding import LIGHTONOCR_BBOX
+
+    first, whole = place(LIGHTONOCR_BBOX.parse(LIGHTON_ANSWER), LIGHTONOCR_BBOX, A4_150, None)
+    assert first.box == pytest.approx((124, 438.5, 1116, 877)) and whole.box == pytest.approx((0, 0, 1240, 1754))
+    assert (first.label, first.order, first.text) == ("image", 1, "![image](image_1.png)")
+    page = Image.new("RGB", A4_150, "white")
+    assert _outline_at(page, [first], 124, 600) and not _outline_at(page, [first], 118, 600)
+
+
+def test_a_readers_cells_as_data_and_drawn_with_their_order():
+    from vlm_demo.families.grounding import DOTS_OCR
+    from vlm_demo.grounding import cells
+
+    placed = place(DOTS_OCR.parse(DOTS_ANSWER), DOTS_OCR, A4_150, (1232, 1764))
+    assert cells(placed)[1:] == [
+        {"order": 2, "category": "Formula", "text": "$$\\frac{a}{b} = [c]$$", "box": [310.0, 438.5, 930.0, 877.0]},
+        {"order": 3, "category": "Picture", "text": "", "box": [620.0, 877.0, 1240.0, 1754.0]}]
+    assert [p.tag for p in placed] == ["1 Title", "2 Formula", "3 Picture"]
+    assert [row[0] for row in rows(placed)] == ["1 Title", "2 Formula", "3 Picture"]  # the page's box table
+    assert Placed("cat", box=(1, 2, 3, 4)).tag == "cat"  # a detector's item: its label alone
+    assert to_json("m", DOTS_OCR, A4_150, (1232, 1764), placed[1:2])["boxes"] == [
+        {"label": "Formula", "box": [310.0, 438.5, 930.0, 877.0], "text": "$$\\frac{a}{b} = [c]$$", "order": 2}]
+
+
+def test_read_maps_each_pages_cells_onto_its_picture(tmp_path, monkeypatch, capsys):
+    """``read``: a reader's saved answers, one per page of a PDF, as cells in each page picture's pixels. Each page
+    is rendered on its own by vLLM's renderer (no engine), and a processed-pixel format maps through the size the
+    processor gave that page. Tiny Qwen2.5-VL stands for dots.ocr here (the same Qwen2-VL resize, 28 px per token;
+    the dots.ocr adapter is wired after merging): an A4 page at 150 dpi under max_pixels 1003520 is read at
+    840x1176, the size Qwen's smart resize gives."""
+    import vlm_demo.service
+    from vlm_demo import cli
+    from vlm_demo.families.grounding import DOTS_OCR
+    from vlm_demo.families.qwen2_5_vl import resized
+    from vlm_demo.settings import Settings
+
+    from .documents import make_pdf
+
+    pdf = make_pdf(tmp_path / "report.pdf", pages=2)
+    first, second = tmp_path / "page1.json", tmp_path / "page2.json"
+    first.write_text('[{"bbox": [210, 294, 630, 588], "category": "Table", "text": "<table></table>"}, '
+                     '{"bbox": [0, 0, 840, 1176], "category": "Picture"}]')
+    second.write_text('[{"bbox": [0, 0, 420, 588], "category": "Text", "text": "Line 1"}, '
+                      '{"bbox": [0, 0, 900, 10], "category": "Text", "text": "beyond the processed width"}]')
+    monkeypatch.setattr(vlm_demo.service, "grounding_of", lambda spec, detect=False: DOTS_OCR)
+    monkeypatch.setattr(cli, "_stdout_to_stderr", lambda: sys.stdout)
+    args = cli.build_parser().parse_args([
+        "read", "--model", "tiny-qwen2.5-vl", "--image", str(pdf), "--dpi", "150", "--mm-kwargs",
+        '{"max_pixels": 1003520}', "--answer", str(first), "--answer", str(second), "--json"])
+    assert cli.cmd_read(args, Settings.from_env()) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "tiny-qwen2.5-vl" and data["format"] == "dots.ocr-json"
+    one, two = data["pages"]
+    assert [p["page"] for p in (one, two)] == ["page 1 of report.pdf", "page 2 of report.pdf"]
+    assert one["image_size"] == [1240, 1755]  # the test PDF's 595 x 842 pt at 150 dpi
+    assert one["processed_size"] == list(resized(1240, 1755, 3136, 1003520)) == [840, 1176]
+    sx, sy = 1240 / 840, 1755 / 1176
+    assert one["cells"] == [
+        {"order": 1, "category": "Table", "text": "<table></table>", "box": [310.0, 438.8, 930.0, 877.5]},
+        {"order": 2, "category": "Picture", "text": "", "box": [0.0, 0.0, 1240.0, 1755.0]}]
+    assert two["cells"] == [{"order": 1, "category": "Text", "text": "Line 1", "box": [0.0, 0.0, 420 * sx, 877.5]}]
+    assert one["left_out"] == 0 and two["left_out"] == 1
+
+
+@pytest.mark.parametrize("model, answers, message", [
+    ("tiny-qwen3-vl", ["a", "b"], "1 page but 2 answers: give one --answer file per page, in page order"),
+    ("tiny-qwen3-vl", ["/no/such/answer.txt"], "cannot read the answer /no/such/answer.txt: No such file or directory"),
+    ("tiny-llava-1.5", ["a"], "tiny-llava-1.5 has no box format the app reads (families with one: "),
+], ids=["count", "missing", "no-format"])
+def test_read_errors_are_one_line(tmp_path, model, answers, message):
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    paths = []
+    for name in answers:
+        path = tmp_path / name if not name.startswith("/") else name
+        if not name.startswith("/"):
+            path.write_text("[]")
+        paths += ["--answer", str(path)]
+    out = subprocess.run([sys.executable, "-m", "vlm_demo", "read", "--model", model, "--image",
+                          "assets/bar-chart.png", *paths], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()] and out.stderr.startswith(f"error: {message}")
+
+
+def test_read_on_the_command_line(tmp_path):
+    """``read`` through the command line: a relative format's cells on the picture, as JSON on stdout."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    answer = tmp_path / "answer.txt"
+    answer.write_text('[{"bbox_2d": [250, 500, 750, 1000], "label": "bars"}]')
+    out = subprocess.run([sys.executable, "-m", "vlm_demo", "read", "--model", "tiny-qwen3-vl", "--image",
+                          "assets/bar-chart.png", "--answer", str(answer), "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout) == {"model": "tiny-qwen3-vl", "format": "qwen3-vl-json", "pages": [
+        {"page": "image 1", "image_size": [640, 480], "processed_size": [640, 480], "left_out": 0,
+         "cells": [{"order": None, "category": "bars", "text": None, "box": [160.0, 240.0, 480.0, 480.0]}]}]}
+
+
+def test_a_document_read_page_by_page_gets_each_pages_boxes_on_that_page(registry, tmp_path):
+    """Page by page, each page's answer is parsed on its own and drawn on that page, in its own pixels with the
+    processed size its own request's render reported: a portrait and a landscape page, each with a dots.ocr answer of
+    known coordinates, land where their own geometry puts them (not on the last page, not with the first page's
+    geometry); a page still streaming shows its complete cells; a page not answered yet has no picture. The chat
+    shows each page's part as the document it describes, under the page's heading."""
+    from types import SimpleNamespace
+
+    from vlm_demo.intake import DocumentOptions, load_document
+    from vlm_demo.service import ChatRequest, PageFigures, Turn
+    from vlm_demo.settings import Settings
+    from vlm_demo.ui.views import PageBoxes, document_view
+
+    from .documents import make_pdf
+
+    options = DocumentOptions(dpi=72)
+    tall = load_document(make_pdf(tmp_path / "tall.pdf", pages=1), Settings(), options)
+    wide = load_document(make_pdf(tmp_path / "wide.pdf", pages=1, size_pt=(842, 595)), Settings(), options)
+    pages = (*tall, *wide)
+    spec = registry.get("tiny-dots.ocr")
+    request = ChatRequest(spec.name, (Turn("user", "Read it.", {"image": pages}),), each_page=True)
+    boxes = PageBoxes(DOTS_OCR, pages)
+    processed = ((588, 840), (840, 588))  # each page's own render: 28-px cells around 595x842 and 842x595
+    answers = ('[{"bbox": [0, 0, 294, 420], "category": "Title", "text": "Tall"}]',
+               '[{"bbox": [420, 294, 840, 588], "category": "Table", "text": "<table></table>"}, {"bbox": [1, 2')
+    parts = [PageFigures(p.label, 5, 0.1, 10.0, None, vision=SimpleNamespace(processed_size=size), answer=a)
+             for p, size, a in zip(pages, processed, answers, strict=True)]
+    figures, table = boxes.update("", parts)
+    assert len(figures) == 2 and all(Path(f).is_file() for f in figures)
+    assert table == [["page 1: 1 Title", 0.0, 0.0, 297.5, 421.0],  # half of 595x842
+                     ["page 1: 1 Table", 421.0, 297.5, 842.0, 595.0]]  # the landscape page's lower right quarter
+    # (each document's page 1: the table labels rows by page number)
+    assert Image.open(figures[1]).size == (842, 595)
+    not_yet = [parts[0], dataclasses.replace(parts[1], vision=None, answer="")]
+    figures, table = boxes.update("", not_yet)
+    assert len(figures) == 1 and [row[0] for row in table] == ["page 1: 1 Title"]
+    shown = document_view(spec, request)("raw", parts)
+    assert shown.startswith("**page 1 of tall.pdf**\n\n# Tall") and "**page 1 of wide.pdf**" in shown
+    assert "<table></table>" in shown and '"bbox"' not in shown  # each page as its document, not its JSON
+    assert document_view(registry.get("tiny-qwen2.5-vl"), request)("raw", parts) == ""  # not a reader: as it is

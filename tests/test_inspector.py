@@ -350,3 +350,34 @@ async def test_prompt_hover_qwen_rows(service):
     assert [label for label, _, _ in tiles] == [f"row {r} of {rows}" for r in range(1, rows + 1)]
     assert all(last - first + 1 == cols for _, first, last in tiles) and rows * cols == e.count
     assert any(i.startswith(f"image 1 of 1 · {e.count} × '<|image_pad|>'") for i in items)
+
+
+def test_what_a_page_cost_with_made_up_numbers():
+    """Vision tokens in, text tokens out and their ratio, per page and per document. Page 1 stands for a Pixtral-like
+    range (1000 features, 45 break/end tokens of their own ids); page 2 for DeepSeek-OCR's A4 Gundam count (903
+    positions, one id, of which the family's rule says 46 are row newlines and 1 the view separator): only the
+    features count, and the words say which tokens were left out."""
+    from vlm_demo.inspector import DocumentCost, Expansion, cost_json, page_cost
+
+    def page(count: int, length: int, number: int) -> Expansion:
+        return Expansion("image", number - 1, "<image>", 7, count, 10 + 1000 * number, length, (1240, 1754),
+                         None, None, None, source="report.pdf", page=number, dpi=150)
+
+    first = page_cost(page(1000, 1045, 1), text_out=2500)
+    second = page_cost(page(903, 903, 2), text_out=1712, breaks={"row newlines": 46, "view separator": 1,
+                                                                 "tile ends": 0})
+    assert (first.label, first.vision_in, first.others, first.ratio) == ("page 1 of report.pdf", 1000, 45, 2.5)
+    assert (second.vision_in, second.others, second.ratio) == (856, 47, 2.0)
+    assert "not counted: 45 tokens of other ids" in first.counted and "1000 of the 1045 positions" in first.counted
+    assert "not counted: 46 row newlines, 1 view separator, placed under the same id" in second.counted
+    assert "tile ends" not in second.counted and "other ids" not in second.counted
+    document = DocumentCost((first, second))
+    assert (document.vision_in, document.range_tokens, document.text_out) == (1856, 1948, 4212)
+    assert document.ratio == pytest.approx(4212 / 1856)
+    data = cost_json(document)
+    assert data["total"] == {"vision_tokens_in": 1856, "placeholder_tokens": 1948, "text_tokens_out": 4212,
+                             "ratio": pytest.approx(2.2694, abs=1e-4)}
+    assert data["pages"][1]["breaks"] == {"row newlines": 46, "view separator": 1}
+    assert page_cost(page(0, 0, 3), text_out=5, label="blank").ratio is None and DocumentCost(()).ratio is None
+    with pytest.raises(ValueError):
+        page_cost(page(10, 10, 4), text_out=1, breaks={"row newlines": 11})

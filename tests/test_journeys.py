@@ -29,6 +29,7 @@ import httpx
 import pytest
 import yaml
 
+from vlm_demo import families
 from vlm_demo.profile import load_registry
 from vlm_demo.service import video_sampling
 
@@ -54,6 +55,32 @@ HUB_ENTRY = {"name": "hub-qwen2.5-vl", "label": "Hub Qwen2.5-VL", "family": "qwe
 CLOSED_HUB = "http://127.0.0.1:9"
 
 
+READER_ANSWERS = {
+    # LightOnOCR (bbox variant): Markdown, an image's box after its reference on 0-1000 of the page
+    "tiny-lightonocr": "# Quarterly report\n\n| region | revenue |\n|---|---|\n| north | 12 |\n\n"
+                       "![image](image_1.png) 100,600,900,900\n",
+    # dots.ocr: JSON layout cells, boxes in pixels of the page as its processor resized it
+    "tiny-dots.ocr": '[{"bbox": [40, 30, 400, 60], "category": "Title", "text": "Quarterly report"}, '
+                     '{"bbox": [40, 200, 500, 420], "category": "Table", "text": "<table><tr><td>north</td>'
+                     '<td>12</td></tr></table>"}]',
+    # DeepSeek-OCR: Markdown, each block after its label and boxes on a 0-999 grid of the page (no 30-character run
+    # repeats: its n-gram logits processor would ban the forced answer's next token)
+    "tiny-deepseek-ocr": "<|ref|>title<|/ref|><|det|>[[100, 40, 899, 80]]<|/det|>\n# Quarterly report\n\n"
+                         "<|ref|>table<|/ref|><|det|>[[60, 300, 940, 700]]<|/det|>\n"
+                         "<table><tr><td>north</td><td>12</td></tr></table>",
+}
+"""What each reader of the reader journey answers (its first page), by model."""
+SMALL_PAGE_READERS = {"tiny-deepseek-ocr"}
+"""Readers the journey gives a small page (a card, one view: no crops): DeepSeek-OCR's tiny model encodes with the
+checkpoint's full-size SAM-B and CLIP-L (vLLM 0.32 builds them whatever the config says), 20 s for one view here
+and a minute for an A4 page's seven."""
+
+
+def literal(text: str) -> str:
+    """A regex that admits ``text`` alone (newlines as ``\\n``; spaces as they are: xgrammar warns at ``\\ ``)."""
+    return re.escape(text).replace("\\\n", "\\n").replace("\\ ", " ")
+
+
 @pytest.fixture(scope="module")
 def journey_registry(tmp_path_factory):
     """models.yaml's tiny entries, each answer running to max_tokens (``ignore_eos``), and ``HUB_ENTRY``, as a
@@ -62,6 +89,10 @@ def journey_registry(tmp_path_factory):
     tiny = [m for m in data["models"] if m.get("tiny")]
     for entry in tiny:
         entry.setdefault("sampling", {})["ignore_eos"] = True
+        if entry["name"] in READER_ANSWERS:  # random weights write no layout: each reader's answer is held to a
+            # hand-made one of known coordinates (vLLM's structured outputs), which the page must draw and render
+            entry["sampling"] |= {"regex": literal(READER_ANSWERS[entry["name"]]), "ignore_eos": False,
+                                  "max_tokens": 512}
     path = tmp_path_factory.mktemp("journeys") / "models.yaml"
     path.write_text(yaml.safe_dump({"models": [*tiny, HUB_ENTRY]}, sort_keys=False))
     return load_registry(path)
@@ -156,8 +187,8 @@ class Person:
         return self.page.locator("#rendered-prompt").inner_text()
 
     def settings_line(self) -> str:
-        locator = self.page.locator("#rendered-prompt .sent-settings")
-        return locator.inner_text() if locator.count() else ""
+        locator = self.page.locator("#rendered-prompt .sent-settings")  # (page by page: each page's, the first)
+        return locator.first.inner_text() if locator.count() else ""
 
     def visible_controls(self) -> set[str]:
         """The ids of the processor and video controls shown."""
@@ -371,9 +402,14 @@ class Person:
         if not self.page.locator("#max-tokens").is_visible():
             accordion.get_by_text("Sampling").click()
         number = self.page.locator("#max-tokens input[type=number]")
-        number.fill(str(n))
-        number.press("Enter")
-        self.page.wait_for_timeout(200)
+        for _ in range(5):  # the accordion just opened may still draw its slider (CI: the box went back to 64)
+            number.fill(str(n))
+            number.press("Enter")
+            self.page.wait_for_timeout(300)
+            if self.page.evaluate("n => [...document.querySelectorAll('#max-tokens input')].every(i => i.value == n)",
+                                  n):
+                return
+        raise AssertionError(f"max_tokens did not take {n}")
 
 
 def model_journey(person: Person, spec, pictures, first: bool, compare_with=None) -> None:
@@ -432,7 +468,9 @@ def model_journey(person: Person, spec, pictures, first: bool, compare_with=None
 
 
 def journey_models(registry) -> list:
-    return [m for m in registry.models if m.tiny and (not ONLY or m.name in ONLY)]
+    """The chat models' journeys: every tiny model but the document readers (a family with tasks: no chat to have,
+    and DeepSeek-OCR's full-size encoders take 20-60 s a page here)."""
+    return [m for m in registry.models if m.tiny and not families.get(m.family).tasks and (not ONLY or m.name in ONLY)]
 
 
 def test_every_model_end_to_end(app, journey_registry, pictures, report):
@@ -551,6 +589,8 @@ SEEN_JS = """() => { window.seen = {}; const marks = {
         if (!(k in window.seen) && ok()) window.seen[k] = performance.now(); })
         .observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
 """Records when the question, its panels and the wait line first show (``window.seen``, ``performance.now()``)."""
+PANELS_AFTER_SEND_S = 1.5
+"""How soon after sending to a model whose engine is not running the panels show vLLM's render of the question."""
 LIVE_TASK_MS = 200
 """Longest browser task while a 2048-token answer streams at full speed (issue 37: the page stays alive)."""
 
@@ -591,7 +631,11 @@ def switching_journey(person: Person, registry, pictures, url, log, browser, rep
     person.wait("() => ['question', 'panels', 'wait'].every(k => k in window.seen)", timeout_s=30)
     seen = page.evaluate("window.seen")
     t_question, t_panels, t_wait_line = ((seen[k] - seen["sent"]) / 1000 for k in ("question", "panels", "wait"))
-    assert max(t_question, t_panels, t_wait_line) <= 1.0, (t_question, t_panels, t_wait_line)
+    # the question and the wait line within a second; the panels need vLLM's renderer of B built as it is picked
+    # (config, tokenizer, processor: 0.6-0.9 s after sending here, 1.05 s in one CI run, on 2 cores beside B's
+    # engine start), so PANELS_AFTER_SEND_S: what fails is a panel that waits for B's engine (5 s and more)
+    assert max(t_question, t_wait_line) <= 1.0 and t_panels <= PANELS_AFTER_SEND_S, (t_question, t_panels,
+                                                                                     t_wait_line)
     watch.check(f"B ({b.name}) asked while its engine starts")
     person.wait("() => /generating|tokens\\/s/.test(document.querySelector('#stats').innerText)",
                 timeout_s=ENGINE_START_S)
@@ -698,7 +742,11 @@ def document_journey(person: Person, report_pdf: Path) -> None:
     person.settle()
     person.wait("() => /each page is its own request/.test(document.querySelector('#rendered-prompt').innerText)",
                 timeout_s=30)
-    watch.check("each page on its own: the panels say so")
+    prompts = page.locator("#rendered-prompt details.page-prompt")
+    assert prompts.count() == 2 and prompts.nth(0).get_attribute("open") is not None
+    prompts.nth(1).locator("summary").click()  # the page picker: the second page's request (page 3)
+    assert prompts.nth(1).get_attribute("open") is not None and "page 3 of report.pdf" in prompts.nth(1).inner_text()
+    watch.check("each page on its own: the panels say so, each page's prompt one click away")
     person.ask()
     last = page.locator("#chat .bot").last.inner_text()
     assert last.index("page 2 of report.pdf") < last.index("page 3 of report.pdf"), last
@@ -749,3 +797,103 @@ def test_a_document_on_a_dark_phone(app, journey_registry, report_pdf):
         with watch.failing():
             watch.open(url + "?__theme=dark")
             document_journey(Person(page, watch, journey_registry), report_pdf)
+
+
+def reader_journey(person: Person, spec, document: Path, page_by_page: bool = False) -> None:
+    """Issue 39's journey for one document reader: its task picker fills the message box with its checkpoint's own
+    prompt; a PDF's first page at the family's dpi; the answer (held to a hand-made one of known coordinates) shown
+    as a document (a heading and a table rendered, the raw answer one click away), its boxes in the page's pixels
+    in the box table and drawn on the page, and what the page cost (text tokens out per vision token in)."""
+    page, watch = person.page, person.watch
+    adapter = families.get(spec.family)
+    person.pick(spec)
+    assert page.locator("#task").is_visible()
+    chosen = next((t for t in adapter.tasks if t.prompt and "{what}" not in t.prompt), adapter.tasks[0])
+    page.locator("#task input").click()
+    page.get_by_role("option", name=chosen.name, exact=True).click()
+    person.wait("p => document.querySelector('#question textarea').value === p", chosen.prompt, 10)
+    watch.check(f"{spec.name}: the task {chosen.name!r} filled the message box")
+    person.attach(document)
+    pages = page.locator("#slider-pages textarea, #slider-pages input").first
+    pages.fill("1")
+    pages.press("Enter")
+    person.settle()
+    dpi = adapter.document_dpi
+    person.wait("d => new RegExp('1 page at ' + d + ' dpi').test(document.querySelector('#budget').innerText)", dpi,
+                30)
+    row = next(r for r in page.locator("#image-table [role=row]").all_inner_texts() if document.name in r)
+    sizes = [tuple(map(int, m)) for m in re.findall(r"(\d+)x(\d+)", row)]
+    orig, processed = sizes[0], sizes[1]  # "1653x2339 at 200 dpi → 532x756", then the grid "27x19"
+    watch.check(f"{spec.name}: page 1 at {dpi} dpi, its cost before sending")
+    person.ask()
+    bot = page.locator("#chat .bot").filter(has=page.locator("h1")).last
+    assert "Quarterly report" in bot.locator("h1").inner_text() and bot.locator("table").count() == 1
+    assert page.get_by_text("Raw answer").count() >= 1  # the answer as written, one click away
+    found = [list(map(float, r.split()[-4:])) for r in page.locator("#boxes [role=row]").all_inner_texts()[1:]]
+    grounding = adapter.grounding
+    for (x1, y1, x2, y2), box in zip(expected_boxes(grounding.parse(READER_ANSWERS[spec.name])), found, strict=True):
+        if grounding.space == "relative":
+            sx, sy = orig[0] / grounding.scale, orig[1] / grounding.scale
+        else:
+            sx, sy = orig[0] / processed[0], orig[1] / processed[1]
+        assert box == pytest.approx([x1 * sx, y1 * sy, x2 * sx, y2 * sy], abs=0.06), (box, orig, processed)
+    assert re.search(r"text tokens out per vision token in: [\d,]+ / [\d,]+ = [\d.]+", person.stats()), person.stats()
+    watch.check(f"{spec.name}: read as a document, its boxes on the page, its cost")
+    if page_by_page:
+        read_page_by_page(person, spec, document, chosen.prompt, found)
+    person.clear()
+    watch.check(f"{spec.name}: cleared")
+
+
+def read_page_by_page(person: Person, spec, report_pdf: Path, prompt: str, one_page: list[list[float]]) -> None:
+    """Two pages read each on its own: each page's part as a document under its heading, each page's boxes drawn on
+    that page (a picture each) and listed by page, on the same pixels as the page read alone."""
+    page, watch = person.page, person.watch
+    person.clear()  # (a request per page holds the conversation before it: the page read alone would be a second)
+    person.attach(report_pdf, text=prompt)
+    pages = page.locator("#slider-pages textarea, #slider-pages input").first
+    pages.fill("1-2")
+    pages.press("Enter")
+    person.settle()
+    page.locator("#slider-each_page input[type=checkbox]").click()
+    person.settle()
+    person.wait("() => /each page is its own request/.test(document.querySelector('#rendered-prompt').innerText)",
+                timeout_s=30)
+    pictures = page.locator("#chat .bot img").count()
+    person.ask()
+    bot = page.locator("#chat .bot").filter(has_text="page 2 of report.pdf").last
+    text = bot.inner_text()
+    assert text.index("page 1 of report.pdf") < text.index("page 2 of report.pdf"), text
+    assert bot.locator("h1").count() == 2 and bot.locator("table").count() == 2, text  # each page as a document
+    person.wait("n => document.querySelectorAll('#chat .bot img').length >= n", pictures + 2, 30)  # a picture a page
+    rows = page.locator("#boxes [role=row]").all_inner_texts()[1:]
+    assert [r.split(":")[0].strip() for r in rows] == ["page 1"] * len(one_page) + ["page 2"] * len(one_page), rows
+    assert [list(map(float, r.split()[-4:])) for r in rows] == one_page * 2  # the same pages: the same pixels
+    watch.check(f"{spec.name}: two pages read each on its own, each page's boxes on it")
+    page.locator("#slider-each_page input[type=checkbox]").click()
+    pages.fill("")
+    pages.press("Enter")
+    person.settle()
+
+
+def expected_boxes(found) -> list[tuple[float, ...]]:
+    return [f.box for f in found if f.box is not None]
+
+
+def test_document_readers_read_a_page(app, journey_registry, report_pdf, tmp_path):
+    """Each output format's tiny reader (issue 39, item 6), desktop: a PDF's first page (DeepSeek-OCR: a small page's,
+    ``SMALL_PAGE_READERS``)."""
+    from .documents import make_pdf
+
+    small_page = make_pdf(tmp_path / "card.pdf", pages=1, size_pt=(300, 200))
+    url, log = app
+    readers = [m for m in journey_registry.models if m.name in READER_ANSWERS]
+    assert readers, "no reader in the registry"
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        watch = Watch(page, log, SHOTS, "reader")
+        with watch.failing():
+            watch.open(url)
+            for i, spec in enumerate(readers):  # (the first also page by page)
+                reader_journey(Person(page, watch, journey_registry), spec,
+                               small_page if spec.name in SMALL_PAGE_READERS else report_pdf, page_by_page=i == 0)

@@ -633,3 +633,19 @@ def test_content_format_of_the_servers_template(registry, settings, model, expec
     template = Path(EngineManager(settings).model_path(registry.get(model))) / "chat_template.jinja"
     assert _content_format(template.read_text()) == expected
     assert _content_format(None) == "unknown"
+
+
+def test_the_servers_template_is_its_processors_where_the_checkpoint_is_here(registry, settings):
+    """dots.ocr's tokenizer template takes string content, its processor's a list of parts, and a vLLM server renders
+    with the processor's (``AutoProcessor`` first): the remote engine reads that one where the served checkpoint is a
+    directory here (it showed "string" while the server rendered "openai"), else what ``/tokenizer_info`` sends."""
+    from vlm_demo.engine import EngineManager
+    from vlm_demo.engine.remote_prompt import content_format as _content_format
+    from vlm_demo.engine.remote_prompt import served_chat_template
+
+    root = EngineManager(settings).model_path(registry.get("tiny-dots.ocr"))
+    info = {"chat_template": json.loads((Path(root) / "tokenizer_config.json").read_text())["chat_template"]}
+    assert _content_format(info["chat_template"]) == "string"
+    assert _content_format(served_chat_template(info, root)) == "openai"
+    assert served_chat_template(info, "rednote-hilab/dots.ocr") == info["chat_template"]  # not here: the server's word
+    assert served_chat_template({}, None) is None

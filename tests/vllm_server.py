@@ -27,7 +27,7 @@ import pytest
 
 from vlm_demo.engine import EngineManager
 from vlm_demo.engine.processes import cpu_preload
-from vlm_demo.export import cli_flags
+from vlm_demo.export import cli_flags, frontend_flags
 from vlm_demo.registry import ModelSpec
 from vlm_demo.inspector import Inspection
 from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered
@@ -52,7 +52,8 @@ def server_argv(spec: ModelSpec, model_dir: str, settings: Settings, port: int,
                 extra: Sequence[str] = ()) -> list[str]:
     """``python -m vllm.entrypoints.openai.api_server`` arguments equivalent to the app's engine."""
     argv = ["--model", model_dir]
-    argv += [part for pair in cli_flags(engine_kwargs(spec, settings)) for part in pair if part is not None]
+    argv += [part for pair in [*cli_flags(engine_kwargs(spec, settings)), *frontend_flags(spec)] for part in pair
+             if part is not None]
     argv += ["--trust-request-mm-kwargs", "--served-model-name", spec.name,
              "--host", HOST, "--port", str(port), *extra]
     return argv

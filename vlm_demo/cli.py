@@ -1,5 +1,5 @@
-"""Command line: ``python -m vlm_demo {serve,models,inspect,chat,ground}`` and ``python app.py`` (its serve command
-in ``serving``): arguments in, a request to the chat service, its answer out; errors as one stderr line."""
+"""Command line: ``python -m vlm_demo {serve,models,inspect,chat,ground,read,audit}`` and ``python app.py`` (its serve
+command in ``serving``): arguments in, a request to the chat service, its answer out; errors as one stderr line."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
             shape = "true/false" if c["kind"] == "bool" else f"{c['min']}..{c['max']} step {c['step']}"
             print(f"{c['kwarg']:28} {shape:32} starts at {c['initial']}  ({c['from']})")
         if not rows:
-            print(f"{name} offers no per-request processor settings")
+            fixed = found.adapter.fixed_geometry
+            print(f"{name} offers no per-request processor settings" + (f": {fixed}" if fixed else ""))
         return 0
     for spec in registry.models:
         source = spec.repo or spec.path or (f"{spec.served_model_name} at {spec.endpoint}" if spec.remote
@@ -191,10 +192,11 @@ def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
         raise InputError("give --text (what to find) or --answer (an answer to read), one of them")
     if len(args.image or []) != 1:
         raise InputError("ground takes exactly one --image")
+    detect = args.text is not None
     args.text = args.text if args.text is not None else ""
     registry, request = _request(args, settings)
     spec = registry.get(request.model)
-    grounding = grounding_of(spec)
+    grounding = grounding_of(spec, detect=detect)
     out = _stdout_to_stderr() if args.json else sys.stdout
 
     async def run(service):
@@ -224,6 +226,69 @@ def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
         where = " ".join(f"{v:.1f}" for v in (item.box or item.point or ()))
         print(f"{'box' if item.box else 'point'} {item.label!r}: {where}")
     return 0
+
+
+def cmd_read(args: argparse.Namespace, settings: Settings) -> int:
+    """A document reader's saved answers as cells, per page: each ``--answer`` file is the answer to one page (a
+    picture, or a PDF's page), in page order; each page is rendered on its own as the model's processor sees it
+    (no generation), and its cells' boxes mapped into the page picture's pixels with the family's format."""
+    from .grounding import cells, place
+    from .intake import Page, picture
+    from .service import Turn, grounding_of
+
+    answers = [_read_answer(path) for path in args.answer]
+    registry, request = _request(args, settings)
+    spec = registry.get(request.model)
+    grounding = grounding_of(spec)
+    question = request.turns[-1]
+    pages = question.media.get("image", ())
+    if not pages or any(picture(page) is None for page in pages):
+        raise InputError("read needs the pages as --image: picture files or URLs, or a PDF")
+    if len(pages) != len(answers):
+        raise InputError(f"{len(pages)} page{'s' * (len(pages) != 1)} but {len(answers)} answer"
+                         f"{'s' * (len(answers) != 1)}: give one --answer file per page, in page order")
+    split = [dataclasses.replace(request, turns=(Turn("user", question.text, {"image": (page,)}),)) for page in pages]
+    out = _stdout_to_stderr() if args.json else sys.stdout
+
+    async def run(service):
+        return [await service.inspect(one, start_engine=False) for one in split]
+
+    inspections = asyncio.run(_with_service(registry, settings, run, engine=False))
+    read = []
+    for n, (page, inspection, answer) in enumerate(zip(pages, inspections, answers, strict=True), 1):
+        image = inspection.items["image"][-1]
+        found = grounding.parse(answer)
+        placed = place(found, grounding, image.orig_size, image.processed_size)
+        read.append({"page": page.label if isinstance(page, Page) else f"image {n}",
+                     "image_size": list(image.orig_size),
+                     "processed_size": list(image.processed_size) if image.processed_size else None,
+                     "cells": cells(placed), "left_out": sum(1 for f in found if f.box is not None)
+                     - sum(1 for p in placed if p.box is not None)})
+    if args.json:
+        out.write(json.dumps({"model": spec.name, "format": grounding.name, "pages": read}) + "\n")
+        out.flush()
+        return 0
+    print(f"format: {grounding.name}")
+    for page in read:
+        processed = " (processed {}x{})".format(*page["processed_size"]) if page["processed_size"] else ""
+        left_out = f", {page['left_out']} outside the picture left out" if page["left_out"] else ""
+        print(f"{page['page']}: {page['image_size'][0]}x{page['image_size'][1]}{processed}, "
+              f"{len(page['cells'])} cell{'s' * (len(page['cells']) != 1)}{left_out}")
+        for cell in page["cells"]:
+            text = (cell["text"] or "").replace("\n", " ")
+            text = f"  {text[:60]}…" if len(text) > 60 else f"  {text}" if text else ""
+            print(f"  {cell['order'] or '-'} {cell['category']} [{', '.join(f'{v:g}' for v in cell['box'])}]{text}")
+    return 0
+
+
+def _read_answer(path: str) -> str:
+    """A saved answer: the file's text ("-": standard input)."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the answer {path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
@@ -350,6 +415,14 @@ def build_parser() -> argparse.ArgumentParser:
     ground.add_argument("--answer", help="an answer to read (from this app or anywhere else); nothing is generated")
     ground.add_argument("--max-tokens", type=int, help="most tokens to generate (with --text)")
     ground.set_defaults(func=cmd_ground)
+    read = sub.add_parser("read", help="a document reader's saved answers as cells per page: category, text, box in "
+                          "the page's pixels, reading order (nothing is generated)")
+    _add_request_args(read)
+    _amend(read, "text", required=False, default="", help="the question the answers were given to (default: none)")
+    _amend(read, "image", help="the pages: picture files or URLs, or a PDF (its pages: --pages, --dpi)")
+    read.add_argument("--answer", action="append", required=True, metavar="FILE",
+                      help="a saved answer, one per page in page order (repeat); - reads standard input")
+    read.set_defaults(func=cmd_read)
     audit = sub.add_parser("audit", help="does a server render what vLLM's reference renderer renders from the "
                            "model's own files? (exit 0 equal, 1 differs, 2 could not check)")
     _add_request_args(audit)
@@ -390,7 +463,7 @@ def quiet_library_warnings() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     quiet_library_warnings()
-    if args.command in ("inspect", "chat", "ground", "models", "audit"):
+    if args.command in ("inspect", "chat", "ground", "read", "models", "audit"):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # before vLLM is imported
         os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.__stderr__")  # stdout is the command's output
     logging.basicConfig(level=logging.WARNING if args.command != "serve" else logging.INFO,

@@ -60,9 +60,14 @@ class Exchange:
     """Why a failed answer failed."""
     stats: Stats | None = None
     """The answer's figures, once it ended by itself."""
-    figure: str | None = None
-    """The answer's boxes and points drawn on the picture they refer to (a PNG file), where the model's family
-    has a box format and the answer holds some."""
+    figures: tuple[str, ...] = ()
+    """The answer's boxes and points drawn on the picture they refer to (a picture file), where the model's family
+    has a box format and the answer holds some; a document read page by page: each page's with boxes, in page
+    order."""
+    document: str = ""
+    """A document reader's answer as the document it describes (Markdown; ``Grounding.document``), shown in place of
+    the answer, whose raw text stays one click away (a collapsed block under it) and is what goes back to the
+    model; "" for other answers."""
 
     @property
     def sent_back(self) -> bool:
@@ -136,7 +141,7 @@ def chat_messages(conversation: Conversation) -> list[dict[str, Any]]:
             done = exchange.status != "streaming" or bool(exchange.answer)
             messages.append({"role": "assistant", "content": exchange.reasoning,
                              "metadata": {"title": "Reasoning", "status": "done" if done else "pending"}})
-        text = exchange.answer
+        text = exchange.document or exchange.answer
         if exchange.status in MARKS:
             mark = MARKS[exchange.status] + (f": {exchange.note}" if exchange.note else "")
             text = f"{text}\n\n*[{mark}]*" if text else f"*[{mark}]*"
@@ -144,6 +149,9 @@ def chat_messages(conversation: Conversation) -> list[dict[str, Any]]:
             text = f"*[{no_answer_note(exchange.stats)}]*"
         if text or not exchange.reasoning:
             messages.append({"role": "assistant", "content": text})
-        if exchange.figure:
-            messages.append({"role": "assistant", "content": {"path": exchange.figure}})
+        if exchange.document and exchange.answer:  # the reader's raw answer, one click away
+            messages.append({"role": "assistant", "content": f"~~~~text\n{exchange.answer}\n~~~~",
+                             "metadata": {"title": "Raw answer", "status": "done"}})
+        for figure in exchange.figures:
+            messages.append({"role": "assistant", "content": {"path": figure}})
     return messages

@@ -40,9 +40,18 @@ def cli_flags(engine_kwargs: dict[str, Any]) -> list[tuple[str, str | None]]:
         name = "--" + key.replace("_", "-")
         if isinstance(value, bool):
             flags.append((name if value else "--no-" + name[2:], None))
+        elif isinstance(value, (list, tuple)):  # --logits-processors CLASS (vLLM: nargs="+"; entries name one)
+            flags.append((name, " ".join(str(v) for v in value)))
         elif value is not None:
             flags.append((name, json.dumps(value) if isinstance(value, dict) else str(value)))
     return flags
+
+
+def frontend_flags(spec: ModelSpec) -> list[tuple[str, str | None]]:
+    """The ``vllm serve`` flags of the server's own front end (no ``AsyncEngineArgs``) the entry needs: its chat
+    template's content format where the entry sets one."""
+    fmt = spec.chat_template_content_format
+    return [] if fmt == "auto" else [("--chat-template-content-format", fmt)]
 
 
 def serve_command(spec: ModelSpec, model_dir: str | None = None) -> str:
@@ -62,7 +71,7 @@ def serve_command(spec: ModelSpec, model_dir: str | None = None) -> str:
     else:
         args = [f"vllm serve {spec.repo or spec.path}", "--trust-request-mm-kwargs"]
     args += [flag if value is None else f"{flag} {shlex.quote(value)}"
-             for flag, value in cli_flags(kwargs)]
+             for flag, value in [*cli_flags(kwargs), *frontend_flags(spec)]]
     sizing = kwargs.get("mm_processor_kwargs")
     why = (f"# --mm-processor-kwargs sizes the encoder cache of the server for the largest values the page offers "
            f"({', '.join(f'{k}={json.dumps(v)}' for k, v in sizing.items())}), so any value fits; each request sends "
@@ -94,7 +103,7 @@ def _client_parts(body: dict[str, Any], spec: ModelSpec, indent: str) -> tuple[s
     """What an exported ``openai`` snippet needs of a body: its imports, the API key's expression, and the ``seed``
     and ``extra_body`` arguments (vLLM's own fields) at ``indent``."""
     extras = [key for key in ("mm_processor_kwargs", "media_io_kwargs", "ignore_eos", "structured_outputs",
-                              "skip_special_tokens") if key in body]
+                              "vllm_xargs", "skip_special_tokens") if key in body]
     extra = (f"{indent}extra_body={{" + ", ".join(f'"{key}": body["{key}"]' for key in extras) + "}," if extras else "")
     seed = f'{indent}seed=body["seed"],' if "seed" in body else ""
     imports = "import json\nimport os\n" if spec.api_key_env else "import json\n"

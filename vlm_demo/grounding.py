@@ -2,7 +2,8 @@
 
 The family's format (``families.grounding``) parses the answer; ``place`` maps each item from the format's
 space to the original image with the geometry the engine's processor reported (for Qwen2.5-VL the processed
-size from ``image_grid_thw``); ``draw`` and ``rows`` show them; ``to_json`` is ``ground --json``.
+size from ``image_grid_thw``); ``draw`` and ``rows`` show them; ``to_json`` is ``ground --json``, ``cells`` a
+document reader's page as ``read --json`` prints it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ class Placed:
     label: str
     box: tuple[float, float, float, float] | None = None
     point: tuple[float, float] | None = None
+    text: str | None = None
+    """A reader's cell: its text (``Found.text``)."""
+    order: int | None = None
+    """A reader's cell: its place in the reading order, from 1 (``Found.order``)."""
+
+    @property
+    def tag(self) -> str:
+        """What the picture writes beside it: the label, after the reading order where there is one."""
+        return f"{self.order} {self.label}".strip() if self.order is not None else self.label
 
 
 def place(found: Sequence[Found], grounding: Grounding, orig_size: tuple[int, int],
@@ -52,9 +62,11 @@ def place(found: Sequence[Found], grounding: Grounding, orig_size: tuple[int, in
         if item.box is not None:
             x1, y1, x2, y2 = item.box
             if inside(x1, y1) and inside(x2, y2) and x2 > x1 and y2 > y1:
-                out.append(Placed(item.label, box=(x1 * sx, y1 * sy, x2 * sx, y2 * sy)))
+                out.append(Placed(item.label, box=(x1 * sx, y1 * sy, x2 * sx, y2 * sy), text=item.text,
+                                  order=item.order))
         elif item.point is not None and inside(*item.point):
-            out.append(Placed(item.label, point=(item.point[0] * sx, item.point[1] * sy)))
+            out.append(Placed(item.label, point=(item.point[0] * sx, item.point[1] * sy), text=item.text,
+                              order=item.order))
     return tuple(out)
 
 
@@ -77,8 +89,9 @@ def label_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
 
 
 def draw(image: Image.Image, placed: Sequence[Placed]) -> Image.Image:
-    """The picture with each box (outline) and point (dot) drawn in its label's colour, the label on a filled
-    tag of the same colour in black or white, whichever reads better."""
+    """The picture with each box (outline) and point (dot) drawn in its label's colour, the label (a reader's
+    cell: its reading order and category, "3 Text") on a filled tag of the same colour in black or white,
+    whichever reads better."""
     out = image.convert("RGB").copy()
     d = ImageDraw.Draw(out)
     w, h = out.size
@@ -97,29 +110,42 @@ def draw(image: Image.Image, placed: Sequence[Placed]) -> Image.Image:
             r = width * 3
             d.ellipse([x - r, y - r, x + r, y + r], fill=colour, outline=(255, 255, 255), width=max(1, width // 2))
             anchor = (x + r, y + r)
-        if item.label:
-            left, top, right, bottom = d.textbbox((0, 0), item.label, font=font)
+        if item.tag:
+            left, top, right, bottom = d.textbbox((0, 0), item.tag, font=font)
             tw, th = right - left + 6, bottom - top + 6
             tx = min(max(0, anchor[0]), max(0, w - tw))
             ty = anchor[1] - th if anchor[1] - th >= 0 else min(anchor[1], max(0, h - th))
             d.rectangle([tx, ty, tx + tw, ty + th], fill=colour)
-            d.text((tx + 3 - left, ty + 3 - top), item.label, fill=ink, font=font)
+            d.text((tx + 3 - left, ty + 3 - top), item.tag, fill=ink, font=font)
     return out
 
 
 def rows(placed: Sequence[Placed]) -> list[list[Any]]:
-    """The table: label, x1, y1, x2, y2 (a point: x, y, x, y) in original pixels, rounded to 0.1."""
+    """The table: label (a reader's cell: its tag, "3 Title", as drawn), x1, y1, x2, y2 (a point: x, y, x, y) in
+    original pixels, rounded to 0.1."""
     out = []
     for item in placed:
         x1, y1, x2, y2 = item.box if item.box is not None else (*item.point, *item.point)  # type: ignore[misc]
-        out.append([item.label, *(round(v, 1) for v in (x1, y1, x2, y2))])
+        out.append([item.tag, *(round(v, 1) for v in (x1, y1, x2, y2))])
     return out
 
 
 def to_json(model: str, grounding: Grounding, orig_size: tuple[int, int], processed_size: tuple[int, int] | None,
             placed: Sequence[Placed]) -> dict[str, Any]:
-    """The ``ground --json`` object."""
+    """The ``ground --json`` object (a reader's cells with their ``text`` and ``order``)."""
     return {"model": model, "image_size": list(orig_size),
             "processed_size": list(processed_size) if processed_size else None, "format": grounding.name,
-            "boxes": [{"label": p.label, "box": list(p.box)} for p in placed if p.box is not None],
-            "points": [{"label": p.label, "point": list(p.point)} for p in placed if p.point is not None]}
+            "boxes": [{"label": p.label, "box": list(p.box), **_cell_fields(p)} for p in placed if p.box is not None],
+            "points": [{"label": p.label, "point": list(p.point), **_cell_fields(p)} for p in placed
+                       if p.point is not None]}
+
+
+def _cell_fields(item: Placed) -> dict[str, Any]:
+    return {k: v for k, v in (("text", item.text), ("order", item.order)) if v is not None}
+
+
+def cells(placed: Sequence[Placed]) -> list[dict[str, Any]]:
+    """A reader's page as data: per box, in reading order, its ``order``, ``category``, ``text`` (None where the
+    format carries none) and ``box`` in the page picture's pixels (x1, y1, x2, y2, rounded to 0.1)."""
+    return [{"order": p.order, "category": p.label, "text": p.text, "box": [round(v, 1) for v in p.box]}
+            for p in sorted(placed, key=lambda p: p.order or 0) if p.box is not None]

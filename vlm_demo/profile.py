@@ -46,6 +46,9 @@ class Profile:
     """The checkpoint's dict kwargs of derived controls (``size``), sent whole."""
     scoped: frozenset[str] = frozenset()
     """Derived controls sent as the image processor's alone (``images_kwargs``)."""
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """Names the checkpoint's docs use for derived controls, which vLLM honours (``max_pixels`` for a Qwen-style
+    processor's ``size.longest_edge``): a request may give either, and the control's own name is sent."""
 
     @property
     def controls(self) -> tuple[ControlSetting, ...]:
@@ -72,10 +75,13 @@ class Profile:
     @property
     def controls_known(self) -> bool:
         """Whether ``controls`` is all the model offers (else its processor's are still to be derived)."""
-        return bool(self.spec.controls) or bool(self.adapter.controls) or self.derived is not None
+        return (bool(self.spec.controls) or bool(self.adapter.controls) or bool(self.adapter.fixed_geometry)
+                or self.derived is not None)
 
     def control(self, kwarg: str) -> ControlSetting | None:
-        """The control for ``kwarg``, if the model offers it."""
+        """The control for ``kwarg`` (or a name the checkpoint's docs use for it: ``aliases``), if the model offers
+        it."""
+        kwarg = self.aliases.get(kwarg, kwarg)
         return next((c for c in self.controls if c.kwarg == kwarg), None)
 
     def default_mm_kwargs(self) -> dict[str, int | bool]:
@@ -89,19 +95,23 @@ class Profile:
 
     def sent(self, flat: Mapping[str, Any]) -> dict[str, Any]:
         """``flat`` (control names, dotted) as vLLM's ``mm_processor_kwargs``, without the defaults."""
+        flat = {self.aliases.get(key, key): value for key, value in flat.items()}
         return processor_kwargs(image_scoped(flat, self.scoped), self.checkpoint_dicts, self.adapter.aliases)
 
     @property
     def checkpoint_dicts(self) -> dict[str, dict[str, Any]]:
         """The checkpoint's dict kwargs a control sends one key of (``size``; ``videos_kwargs.size`` where the
         video processor's differs): derived from the processor, or the adapter's controls' defaults under their
-        aliases (Qwen's ``max_pixels`` default is ``size.longest_edge``)."""
+        aliases (Qwen's ``max_pixels`` default is ``size.longest_edge``), or a control that is itself a key of one
+        (GLM-OCR's ``size.longest_edge``)."""
         found: dict[str, dict[str, Any]] = {}
         for control in self.adapter.controls:
             scope, dot, name = control.kwarg.rpartition(".")
             head, dot, key = self.adapter.aliases.get(name, "").partition(".")
             if dot and control.default is not None:
                 found.setdefault(f"{scope}.{head}" if scope else head, {})[key] = control.default
+            elif scope and scope.rpartition(".")[2] not in SCOPES and control.default is not None:
+                found.setdefault(scope, {})[name] = control.default
         return {**found, **{k: dict(v) for k, v in self.dicts.items()}}
 
     def control_names(self, flat: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,7 +129,7 @@ class Profile:
 
     @property
     def grounding(self) -> Grounding | None:
-        """The family's answer format for "where is X" (Detect mode), or None."""
+        """The family's box format (Detect mode's "where is X" answers, or a document reader's cells), or None."""
         return self.adapter.grounding
 
     def initial(self, kwarg: str) -> int | bool:
@@ -171,15 +181,16 @@ def profile(spec: ModelSpec, model_dir: str | Path | None = None) -> Profile:
         known = _known.get(spec.name)
     if known is not None and known.spec == spec and (model_dir is None or known.model_type is not None):
         return known
-    model_type = read_model_type(spec, model_dir)
+    config = read_config(spec, model_dir)
+    model_type = _model_type(config)
     if spec.family == AUTO:
-        adapter = families.for_model_type(model_type or "")
+        adapter = families.for_model_type(model_type or "", _architectures(config))
     else:
         adapter = families.GENERIC if spec.family == families.GENERIC.name else families.ADAPTERS[spec.family]
     found = Profile(spec, adapter, model_type)
     if known is not None and known.spec == spec and known.adapter is adapter:  # what was derived stays
         found = replace(found, derived=known.derived, checkpoint_values=known.checkpoint_values, dicts=known.dicts,
-                        scoped=known.scoped)
+                        scoped=known.scoped, aliases=known.aliases)
     if spec.family != AUTO or model_type is not None:  # an auto entry not read yet: ask again later
         with _lock:
             _known[spec.name] = found
@@ -187,9 +198,11 @@ def profile(spec: ModelSpec, model_dir: str | Path | None = None) -> Profile:
 
 
 def remember_derived(spec: ModelSpec, controls: tuple[ControlSetting, ...], values: Mapping[str, int | bool],
-                     dicts: Mapping[str, Mapping[str, int]], scoped: frozenset[str] = frozenset()) -> Profile:
+                     dicts: Mapping[str, Mapping[str, int]], scoped: frozenset[str] = frozenset(),
+                     aliases: Mapping[str, str] | None = None) -> Profile:
     """Keep the controls derived from ``spec``'s processor in its profile (the engine layer derives them)."""
-    found = replace(profile(spec), derived=controls, checkpoint_values=dict(values), dicts=dict(dicts), scoped=scoped)
+    found = replace(profile(spec), derived=controls, checkpoint_values=dict(values), dicts=dict(dicts), scoped=scoped,
+                    aliases=dict(aliases or {}))
     with _lock:
         _known[spec.name] = found
     return found
@@ -200,9 +213,9 @@ def adapter(spec: ModelSpec) -> Adapter:
     return profile(spec).adapter
 
 
-def grounding_families() -> list[str]:
-    """The titles of the families whose answers the app reads boxes from (Detect mode)."""
-    return [a.title for a in families.ADAPTERS.values() if a.grounding]
+def grounding_families(detect: bool = False) -> list[str]:
+    """The titles of the families whose answers the app reads boxes from (``detect``: those with Detect mode)."""
+    return [a.title for a in families.ADAPTERS.values() if a.grounding and (a.grounding.detects or not detect)]
 
 
 def for_family(name: str) -> Adapter:
@@ -210,10 +223,10 @@ def for_family(name: str) -> Adapter:
     return families.GENERIC if name == families.GENERIC.name else families.ADAPTERS[name]
 
 
-def read_model_type(spec: ModelSpec, model_dir: str | Path | None = None) -> str | None:
-    """config.json's ``model_type`` of the entry's checkpoint, where this machine has it: ``model_dir`` (a
-    directory, or what a server says it serves: a directory or a Hub id), the entry's directory, or a Hub
-    checkpoint's config in the Hugging Face cache (nothing is fetched here)."""
+def read_config(spec: ModelSpec, model_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """config.json of the entry's checkpoint, where this machine has it: ``model_dir`` (a directory, or what a server
+    says it serves: a directory or a Hub id), the entry's directory, or a Hub checkpoint's config in the Hugging Face
+    cache (nothing is fetched here)."""
     where = model_dir if model_dir is not None else spec.path if spec.path is not None else spec.repo
     if where is None:
         return None
@@ -229,10 +242,20 @@ def read_model_type(spec: ModelSpec, model_dir: str | Path | None = None) -> str
     if config is None:
         return None
     try:
-        model_type = json.loads(Path(config).read_text()).get("model_type")
-    except (OSError, ValueError, AttributeError):
+        found = json.loads(Path(config).read_text())
+    except (OSError, ValueError):
         return None
+    return found if isinstance(found, dict) else None
+
+
+def _model_type(config: Mapping[str, Any] | None) -> str | None:
+    model_type = (config or {}).get("model_type")
     return model_type if isinstance(model_type, str) and model_type else None
+
+
+def _architectures(config: Mapping[str, Any] | None) -> tuple[str, ...]:
+    found = (config or {}).get("architectures")
+    return tuple(a for a in found if isinstance(a, str)) if isinstance(found, list) else ()
 
 
 def check(spec: ModelSpec) -> None:
@@ -279,10 +302,11 @@ def spec_for_directory(models: Registry, directory: Path, *, trust_remote_code: 
     ``model_type`` picks the adapter); engine arguments and controls from the registry's model of that family (a
     tiny one when the directory has no weight files: those load with random weights, vLLM's dummy format)."""
     try:
-        model_type = json.loads((directory / "config.json").read_text()).get("model_type", "")
+        config = json.loads((directory / "config.json").read_text())
+        model_type = config.get("model_type", "")
     except (OSError, ValueError, AttributeError) as exc:
         raise RegistryError(f"{directory}: not a model directory (config.json: {exc})") from None
-    found = families.for_model_type(model_type)
+    found = families.for_model_type(model_type, _architectures(config))
     has_weights = any(directory.glob("*.safetensors")) or any(directory.glob("*.bin"))
     same_family = [m for m in models.models if m.family == found.name] if found is not families.GENERIC else []
     template = next((m for m in same_family if m.tiny != has_weights), same_family[0] if same_family else None)
@@ -292,7 +316,8 @@ def spec_for_directory(models: Registry, directory: Path, *, trust_remote_code: 
     name = re.sub(r"[^A-Za-z0-9._-]", "-", directory.resolve().name) or "local"
     return ModelSpec(name=name, label=f"{directory}", family=AUTO, path=str(directory.resolve()),
                      engine_args=engine_args, controls=without_defaults(template.controls) if template else (),
-                     sampling=template.sampling if template else Sampling())
+                     sampling=template.sampling if template else Sampling(),
+                     chat_template_content_format=template.chat_template_content_format if template else "auto")
 
 
 def spec_for_endpoint(models: Registry, endpoint: str, served_model_name: str, family: str | None = None,
@@ -316,7 +341,8 @@ def spec_for_endpoint(models: Registry, endpoint: str, served_model_name: str, f
             if template else EngineArgs(),
             controls=(template.controls if template is known else without_defaults(template.controls))
             if template else (),
-            sampling=template.sampling if template else Sampling())
+            sampling=template.sampling if template else Sampling(),
+            chat_template_content_format=template.chat_template_content_format if template else "auto")
         check(spec)
     except ValidationError as exc:
         err = exc.errors()[0]

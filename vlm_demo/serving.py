@@ -47,14 +47,15 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     stop = StopSignals()
     if settings.start_at_launch:
         engines.expect_start(registry.get(name))
-    demo = build_app(ChatService(registry, engines, settings), default_model=name)
+    service = ChatService(registry, engines, settings)
+    demo = build_app(service, default_model=name)
     if settings.start_at_launch:
         start_at_launch(demo, engines, registry.get(name))
     host = args.host or os.environ.get("GRADIO_SERVER_NAME") or "127.0.0.1"
     port = args.port or int(os.environ.get("GRADIO_SERVER_PORT") or 7860)
     try:
         try:
-            demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **launch_kwargs(settings))
+            demo.launch(server_name=host, server_port=port, prevent_thread_lock=True, **launch_kwargs(settings, service, host))
         except (ValueError, OSError) as exc:  # Gradio's own check that the page answers, a port in use
             raise VlmDemoError(f"the page did not come up on {host}:{port}: {exc}") from None
         stop.wait()
@@ -96,8 +97,10 @@ class StopSignals:
 def _stop_serving(demo, engines, settings: Settings) -> None:
     """Stop the app in order: the page takes no new requests (Gradio's queue and listening socket close; the
     server then waits for open requests), the engines shut down, which ends answers still streaming, and the
-    server's thread ends. Each step is bounded by ``settings.stop_grace_s``; a process of ours still running
-    after that (an engine caught starting) is killed, so none outlives the app."""
+    server's thread ends, all within ``settings.stop_grace_s``; a process of ours still running
+    after that (an engine caught starting) is killed, so none outlives the app. One deadline for all: the page's
+    server is not waited for past it (a client that keeps a connection open held it to its own bound: 5 s and more
+    in all)."""
     import psutil
 
     from .engine.processes import descendants
@@ -107,8 +110,9 @@ def _stop_serving(demo, engines, settings: Settings) -> None:
     t0 = time.perf_counter()
     closing = threading.Thread(target=demo.close, kwargs={"verbose": False}, name="gradio-close", daemon=True)
     closing.start()
+    deadline = t0 + settings.stop_grace_s
     engines.close(settings.stop_grace_s)
-    closing.join(settings.stop_grace_s)
+    closing.join(max(0.0, deadline - time.perf_counter()))
     for pid in descendants():  # Python's resource tracker aside: it ends after us, once it has cleaned up
         with contextlib.suppress(psutil.Error):
             psutil.Process(pid).kill()

@@ -20,6 +20,9 @@ def _default_cache() -> Path:
 ENCODED_IMAGES_KEPT = 64
 """PNG encodings (data URLs, overlay pictures) kept in memory per process, by image content: each turn
 re-sends every earlier image of the conversation, which then costs a hash instead of an encode."""
+OVERLAY_JPEG_QUALITY = 90
+"""The expansion pictures (a page or picture with its grid drawn) are JPEGs of this quality: PNG took 31 ms a page
+at 144 dpi (1190x1684), 1.3 s of the 2.1 s a 40-page document's panels took; JPEG takes 4 ms."""
 
 PAGE_RENDERS_KEPT = 256
 """Sessions whose last answer's render the page keeps for its panels (``/panels``): the most recently used;
@@ -96,11 +99,16 @@ class Settings:
     start_at_launch: bool = True
     """Start the start-up model's engine as the page comes up (in the background: the page is served at once), so a
     person who asks right away waits only for what is left of the start; off: at the first question."""
-    stop_grace_s: float = 5.0
+    mcp_server: bool = True
+    """Serve the MCP tools for agents (what a document will cost a model, the models and their settings) at
+    ``/gradio_api/mcp`` of the page's server; off: the page and its API only."""
+    stop_grace_s: float = 4.0
     """When the app is stopped (SIGTERM, Ctrl-C): how long the engines (together), and then the web server, may take
-    to end on their own; an engine still running after that is killed, with vLLM's "force killing" in the log. One
-    forked engine ends in about 1 s here; two warm engines stopping together on 2 cores took over 2 s (force killed
-    at 2.0), and the app exited in 3 s with none killed at 5.0."""
+    to end on their own, all within this from the signal; an engine still running after that is killed, with vLLM's
+    "force killing" in the log. One forked engine ends in about 1 s here; two warm engines stopping together on 2
+    cores took over 2 s (force killed at 2.0), and the app exited in 3 s with none killed at 5.0. Under 5 s: a
+    stopped app exits within 5 s (CI, 5.0: the page's server, held by a client's open connection, took the whole
+    grace again after the engines, 6.2 s in all)."""
     max_images_per_turn: int = 4
     """Images one user message may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
     max_images_per_conversation: int = 8

@@ -22,7 +22,7 @@ from ..registry import Sampling
 from .openai_request import prompt_body, request_body
 from .remote import RemoteEngine
 from .remote_errors import NOT_OFFERED
-from .remote_prompt import content_format, rendered_ids
+from .remote_prompt import content_format, rendered_ids, served_chat_template
 from .types import ItemRange
 
 RENDER, RETURNED_IDS, USAGE_COUNTS = "render endpoint", "returned ids", "usage counts"
@@ -68,8 +68,9 @@ async def server_prompt(remote: RemoteEngine, messages: Sequence[Mapping[str, An
         info = await remote.call("GET", "/tokenizer_info", not_offered=NOT_OFFERED | {404})
     except RemoteError:
         info = None
-    if isinstance(info, dict) and info.get("chat_template"):
-        facts["content_format"] = await asyncio.to_thread(content_format, info["chat_template"])  # (imports vLLM)
+    template = served_chat_template(info, facts["root"]) if isinstance(info, dict) else None
+    if template:
+        facts["content_format"] = await asyncio.to_thread(content_format, template)  # (imports vLLM)
     body = prompt_body(remote.served_model_name, messages, mm_kwargs, media_io)
     if prefer_render:
         try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from PIL import Image
@@ -47,6 +47,13 @@ SLIDER_STEPS = 1000
 """A wide slider moves in about this many steps."""
 
 
+PIXEL_ALIASES = {"min_pixels": "size.shortest_edge", "max_pixels": "size.longest_edge"}
+"""The names a Qwen-style processor's docs give its pixel bounds, for the ``size`` edges the derived controls send:
+vLLM 0.32 counts with either (``Qwen2VLProcessingInfo._complete_mm_processor_size_aliases``, PaddleOCR-VL's
+``get_num_image_tokens``) and transformers 5.19's processors take them as deprecated aliases of the edges. A name is
+offered where the processor declares it and renders the edge's ids at both ends of the edge's slider."""
+
+
 @dataclass(frozen=True)
 class Derived:
     """A model's derived controls, with the checkpoint's values they start at."""
@@ -60,6 +67,9 @@ class Derived:
     checkpoint's values (Qwen's image processor needs both of ``size``'s edges)."""
     scoped: frozenset[str] = frozenset()
     """Controls sent as the image processor's alone (``images_kwargs``), where the model takes them so."""
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """Names the checkpoint's docs use for a control (``max_pixels`` -> ``size.longest_edge``), checked by rendering
+    (``PIXEL_ALIASES``)."""
 
 
 def candidates(image_processor: Any, names: set[str],
@@ -206,6 +216,25 @@ async def derive(renderer: Any) -> Derived:
                 break
     controls.sort(key=lambda c: c.kwarg)
     values = {c.kwarg: found[c.kwarg] for c in controls}
+    aliases = await _aliases(probe, controls, names, frozenset(scoped))
     return Derived(tuple(controls), values, {k: d for k, d in dicts.items() if any(c.kwarg.startswith(f"{k}.")
                                                                                    for c in controls)},
-                   frozenset(scoped))
+                   frozenset(scoped), aliases)
+
+
+async def _aliases(probe: _Probe, controls: list[ControlSetting], names: set[str],
+                   scoped: frozenset[str]) -> dict[str, str]:
+    """The ``PIXEL_ALIASES`` the model honours: the processor declares the name, and the name (sent as the checkpoint's
+    docs give it, plain) renders what the edge renders at each end of its slider, one of them other ids than none."""
+    kept: dict[str, str] = {}
+    base = await probe.ids({})
+    for alias, target in PIXEL_ALIASES.items():
+        control = next((c for c in controls if c.kwarg == target), None)
+        if control is None or alias not in names:
+            continue
+        scope = frozenset({target}) & scoped
+        wanted = [await probe.ids({target: v}, scope) for v in (control.min, control.max)]
+        got = [await probe.ids({alias: v}) for v in (control.min, control.max)]
+        if None not in wanted and got == wanted and any(w != base for w in wanted):
+            kept[alias] = target
+    return kept

@@ -100,6 +100,7 @@ class Engine(Renderer):
             output_kind=RequestOutputKind.DELTA,
             allowed_token_ids=list(self.printable_token_ids) if printable else None,
             structured_outputs=StructuredOutputsParams(regex=sampling.regex) if sampling.regex is not None else None,
+            extra_args=dict(sampling.extra_args) if sampling.extra_args else None,
             skip_special_tokens=split.skip_special_tokens if split else not self.kept_tags,
         )
         for attempt in (1, 2):

@@ -367,13 +367,15 @@ class EngineManager:
             log.warning("%s: no controls derived (%s); per-request settings go to the server as typed", spec.name,
                         exc)
             return remember_derived(spec, (), {}, {})
-        return remember_derived(spec, derived.controls, derived.values, derived.dicts, derived.scoped)
+        return remember_derived(spec, derived.controls, derived.values, derived.dicts, derived.scoped,
+                                derived.aliases)
 
     def reference_renderer(self, spec: ModelSpec, root: str | None, max_model_len: int | None = None,
                            trust_remote_code: bool = False) -> Renderer:
         """vLLM's renderer of the checkpoint ``root`` (what a server of ``spec`` serves), built here from its files
         (no engine, no weights): a directory on this machine, else a Hub id's config, tokenizer and processor
-        files. ``trust_remote_code``: run the checkpoint's own code (the server runs it too)."""
+        files. ``trust_remote_code``: run the checkpoint's own code (the server runs it too). The entry's content format
+        is the server's (its ``--chat-template-content-format``)."""
         from .. import hub
 
         if not root:
@@ -383,7 +385,8 @@ class EngineManager:
                           family=families.GENERIC.name, path=where, engine_args=EngineArgs(
                               max_model_len=max_model_len or None, load_format="dummy",
                               limit_mm_per_prompt=dict(spec.engine_args.limit_mm_per_prompt),
-                              trust_remote_code=trust_remote_code or spec.engine_args.trust_remote_code))
+                              trust_remote_code=trust_remote_code or spec.engine_args.trust_remote_code),
+                          chat_template_content_format=spec.chat_template_content_format)
         return self.start_renderer(local)
 
     def start_renderer(self, spec: ModelSpec) -> Renderer:

@@ -100,7 +100,7 @@ def prompt_body(model: str, messages: Sequence[Mapping[str, Any]], mm_kwargs: Ma
 def request_body(prompt: Mapping[str, Any], sampling: Sampling, keep_special_tokens: bool = False,
                  stream: bool = True) -> dict[str, Any]:
     """The whole chat-completions request: ``prompt`` (``prompt_body``) with ``sampling`` as vLLM's request
-    fields (seed, ``ignore_eos`` and the structured-outputs regex where set), the settings first where a reader
+    fields (seed, ``ignore_eos``, the structured-outputs regex and ``vllm_xargs`` where set), the settings first where a reader
     sees them, the messages (pictures and all) last. ``keep_special_tokens``: the answer keeps special tokens
     (a grounding format's tags are special tokens); the app drops those it does not keep itself."""
     body = {key: value for key, value in prompt.items() if key != "messages"}
@@ -112,6 +112,8 @@ def request_body(prompt: Mapping[str, Any], sampling: Sampling, keep_special_tok
         body["ignore_eos"] = True
     if sampling.regex is not None:  # vLLM's own request field (structured outputs)
         body["structured_outputs"] = {"regex": sampling.regex}
+    if sampling.extra_args:  # vLLM's own request field: the logits processors' per-request arguments
+        body["vllm_xargs"] = dict(sampling.extra_args)
     if keep_special_tokens:
         body["skip_special_tokens"] = False
     body["messages"] = prompt["messages"]

@@ -32,7 +32,7 @@ from .openai_request import USAGE, prompt_body, request_body
 from .remote_errors import NOT_OFFERED, error_text, is_missing_route, status_error, transport_error
 from .remote_media import SentMedia
 from .remote_prompt import (added_tokens, content_format, geometry, info_specials, most_common, pieces, prompt_text,
-                            ranges_from_ids, rendered_ids, template_conversation)
+                            ranges_from_ids, rendered_ids, served_chat_template, template_conversation)
 from .runs import kept_tags, text_segments, token_runs, without_other_specials
 from .types import ItemRange, RenderedPrompt, TokenDelta
 
@@ -201,7 +201,10 @@ class RemoteEngine:
             self.offers_tokenizer_info = True
             self._special_names = added_tokens(info)
             # (vLLM's rule: its first use imports vLLM's renderer, seconds: not in the page's event loop)
-            self.content_format = await asyncio.to_thread(content_format, info.get("chat_template"))
+            template = await asyncio.to_thread(served_chat_template, info, self.root)
+            self.content_format = (await asyncio.to_thread(content_format, template)
+                                   if self.spec.chat_template_content_format == "auto"
+                                   else self.spec.chat_template_content_format)
         image_token = family.feature_tokens.get("image")
         markers = [t for t in (image_token, *family.markers.get("image", ("", ""))) if t]
         for token in markers:  # the family's own tokens, from the server's tokenizer in any case

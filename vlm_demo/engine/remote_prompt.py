@@ -6,8 +6,10 @@ them, the messages as the template saw them, each item's geometry from its token
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..families import Adapter, ItemGeometry, no_geometry
@@ -151,6 +153,27 @@ def info_specials(info: dict[str, Any] | None) -> list[str]:
         extra = info.get(key)
         found += list(extra.values()) if isinstance(extra, dict) else list(extra or [])
     return [t for t in found if isinstance(t, str) and t]
+
+
+def served_chat_template(info: Mapping[str, Any], root: str | None) -> str | None:
+    """The chat template a vLLM server renders chats with: its checkpoint's processor's where that has its own (vLLM's
+    ``resolve_chat_template`` asks ``AutoProcessor`` before the tokenizer; a processor reads ``chat_template.jinja``
+    or ``chat_template.json``), read where the checkpoint is a directory on this machine (no code of it is run);
+    else the tokenizer's, as ``/tokenizer_info`` gives it. (dots.ocr's two differ: its tokenizer's template takes
+    string content, its processor's a list of parts, and the server renders with the processor's.)"""
+    if root and Path(root).is_dir():
+        jinja, legacy = Path(root) / "chat_template.jinja", Path(root) / "chat_template.json"
+        try:
+            if jinja.is_file():
+                return jinja.read_text()
+            if legacy.is_file():
+                found = json.loads(legacy.read_text()).get("chat_template")
+                if isinstance(found, str) and found:
+                    return found
+        except (OSError, ValueError, AttributeError):
+            pass
+    template = info.get("chat_template")
+    return template if isinstance(template, str) else None
 
 
 def content_format(chat_template: str | None) -> str:

@@ -138,7 +138,8 @@ class Renderer:
         from .controls import derive
 
         derived = await derive(self)
-        return remember_derived(self.spec, derived.controls, derived.values, derived.dicts, derived.scoped)
+        return remember_derived(self.spec, derived.controls, derived.values, derived.dicts, derived.scoped,
+                                derived.aliases)
 
     @functools.cached_property
     def modalities(self) -> tuple[str, ...]:
@@ -160,7 +161,7 @@ class Renderer:
         messages = [_with_torch_embeds(m) for m in messages]
         conversation, prompt_text, engine_input, frames = await self._engine_input(messages, kwargs, media_io)
         content_format = resolve_chat_template_content_format(
-            chat_template=None, tools=None, given_format="auto",
+            chat_template=None, tools=None, given_format=self.spec.chat_template_content_format,
             tokenizer=self._renderer.tokenizer, model_config=self.model_config,
         )
         ids = tuple(engine_input["prompt_token_ids"])
@@ -199,7 +200,8 @@ class Renderer:
 
         renderer = self._renderer
         try:
-            conversation, dict_prompt = await renderer.render_messages_async(messages, chat_params(kwargs, media_io))
+            params = chat_params(kwargs, media_io, self.spec.chat_template_content_format)
+            conversation, dict_prompt = await renderer.render_messages_async(messages, params)
             _unwrap_plain_embeds(dict_prompt)
             videos = dict_prompt.get("multi_modal_data", {}).get("video") or ()
             # small copies of the sampled frames, made off the event loop (64 4K frames take a while)
@@ -326,12 +328,14 @@ def _unwrap_plain_embeds(prompt: dict[str, Any]) -> None:
         prompt["multi_modal_data"]["image"] = data["image_embeds"]
 
 
-def chat_params(mm_kwargs: dict[str, Any], media_io: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
+def chat_params(mm_kwargs: dict[str, Any], media_io: Mapping[str, Mapping[str, Any]] | None = None,
+                content_format: str = "auto") -> Any:
     """The ``ChatParams`` vLLM's OpenAI server builds for a plain chat request with these kwargs (and a
-    request body's ``media_io_kwargs``)."""
+    request body's ``media_io_kwargs``), started with ``--chat-template-content-format content_format``."""
     from vllm.renderers import ChatParams
 
     return ChatParams(
+        chat_template_content_format=content_format,
         chat_template_kwargs={"add_generation_prompt": True, "continue_final_message": False, "tokenize": False},
         mm_processor_kwargs=dict(mm_kwargs) or None,
         media_io_kwargs={m: dict(v) for m, v in media_io.items()} if media_io else None,

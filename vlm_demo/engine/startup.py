@@ -73,7 +73,8 @@ def serve_kwargs(found: Profile) -> dict[str, Any]:
     exported ``vllm serve`` command both come from here, so they render the same prompts."""
     kwargs: dict[str, Any] = dict(found.spec.engine_args.to_vllm())
     kwargs["mm_processor_kwargs"] = found.startup_mm_kwargs() or None
-    kwargs.update(prefix_caching_kwargs(found.adapter))
+    if found.spec.engine_args.enable_prefix_caching is None:  # an entry's own choice stands
+        kwargs.update(prefix_caching_kwargs(found.adapter))
     return start_kwargs(kwargs, found.adapter)
 
 

@@ -1,7 +1,7 @@
 """Family adapters: one module per VLM family, discovered (nothing here lists them), plus the generic one.
 
-``get(name)`` finds an adapter by its ``models.yaml`` key; ``for_model_type(model_type)`` the adapter
-whose checkpoints have that config.json ``model_type``, else ``GENERIC``, which takes everything
+``get(name)`` finds an adapter by its ``models.yaml`` key; ``for_model_type(model_type, architectures)`` the adapter
+whose checkpoints have that config.json ``architectures`` or ``model_type``, else ``GENERIC``, which takes everything
 from vLLM at run time.
 """
 
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Iterable
 
 from ..registry import AUTO
-from .base import Adapter, Control, ItemGeometry, KnownCount, no_geometry
+from .base import Adapter, Control, ItemGeometry, KnownCount, Task, no_geometry
 
-__all__ = ["ADAPTERS", "AUTO", "GENERIC", "Adapter", "Control", "ItemGeometry", "KnownCount", "for_model_type",
+__all__ = ["ADAPTERS", "AUTO", "GENERIC", "Adapter", "Control", "ItemGeometry", "KnownCount", "Task", "for_model_type",
            "get", "no_geometry"]
 
 GENERIC = Adapter(name="generic", title="any vLLM model")
@@ -44,6 +45,9 @@ def get(name: str) -> Adapter:
     return ADAPTERS[name]
 
 
-def for_model_type(model_type: str) -> Adapter:
-    """The adapter whose checkpoints have this config.json ``model_type``, else ``GENERIC``."""
-    return next((a for a in ADAPTERS.values() if model_type in a.model_types), GENERIC)
+def for_model_type(model_type: str, architectures: Iterable[str] = ()) -> Adapter:
+    """The adapter whose checkpoints have one of these config.json ``architectures``, else the one whose have this
+    ``model_type``, else ``GENERIC``."""
+    named = set(architectures)
+    return (next((a for a in ADAPTERS.values() if named & set(a.architectures)), None)
+            or next((a for a in ADAPTERS.values() if model_type in a.model_types), GENERIC))

@@ -63,6 +63,20 @@ class Control:
 
 
 @dataclass(frozen=True)
+class Task:
+    """One of a reader's documented prompts (its checkpoint's own wording), offered in a task picker that fills the
+    question, editable."""
+
+    name: str
+    """What the picker shows ("Convert to Markdown", "OCR", "Layout", "Table", "Formula", "Locate ...")."""
+    prompt: str
+    """The exact text the checkpoint expects beside the page (the image goes where the chat template puts it); a
+    ``{what}`` in it is where the person names what to find (Locate)."""
+    source: str
+    """Where the wording comes from (the checkpoint's README or code), so it can be checked."""
+
+
+@dataclass(frozen=True)
 class KnownCount:
     """One item's feature-token count of the real checkpoint, which the tiny model must give too (the
     item's modality is its key in ``Adapter.known_counts``)."""
@@ -100,6 +114,10 @@ class Adapter:
     """Human name of the family."""
     model_types: tuple[str, ...] = ()
     """``model_type`` values in config.json of this family's checkpoints (how ``family: auto`` finds it)."""
+    architectures: tuple[str, ...] = ()
+    """config.json ``architectures`` of this family's checkpoints, for a family whose ``model_type`` is another's
+    (LightOnOCR's checkpoints say ``mistral3``; vLLM picks the model class by architecture): matched before any
+    ``model_type``."""
     feature_tokens: Mapping[str, str] = field(default_factory=dict)
     """Per modality, the token that fills an item's placeholder range after expansion (a modality left out:
     the id that fills vLLM's ranges). A remote server without the render endpoint gives ids only: the image
@@ -129,7 +147,8 @@ class Adapter:
     the token grid of one group, and tokens per group. A modality left out: its size only (videos: the
     groups are read from the ids); no ``image`` rule: the page says there is no geometry adapter."""
     grounding: Grounding | None = None
-    """The format the family's models answer "where is X" in (boxes and points), or None."""
+    """The format of the boxes and points in the family's answers ("where is X" in Detect mode, or a document
+    reader's layout cells: ``families.grounding``), or None."""
     video_sampling: Literal["num_frames", "fps"] = "num_frames"
     """How vLLM's video loader for this family picks frames: ``num_frames`` spread evenly (``fps``, where
     given, caps them), or ``fps`` alone (vLLM 0.32's Qwen2-VL, Qwen2.5-VL and Qwen3-VL loaders port the HF
@@ -143,9 +162,18 @@ class Adapter:
     remote server gives ids only. None: each item's range stands for its placeholder."""
     known_counts: Mapping[str, tuple[KnownCount, ...]] = field(default_factory=dict)
     """Per modality, feature-token counts of the real checkpoint, asserted on the tiny model by the tests."""
+    breaks: Callable[[tuple[int, int] | None], Mapping[str, int]] | None = None
+    """Per image, from its grid (rows, columns; None: none), the positions vLLM fills with the feature token's own id
+    that are no vision features, by kind (DeepSeek-OCR: {"row newline": 46, "view separator": 1}): what a page's
+    "vision tokens in" leaves out. None: every feature-token position is a feature (other ids tell markers apart)."""
+    tasks: tuple[Task, ...] = ()
+    """A document reader's documented prompts (the first is the picker's default); empty for a chat model."""
     document_dpi: int | None = None
     """The resolution the checkpoint's own documentation rasterises document pages at (a reader's recipe), where
     it names one; None: the app's ``DOCUMENT_DPI``."""
+    fixed_geometry: str = ""
+    """For a family whose processing vLLM fixes (no per-request kwarg changes its tokens: DeepSeek-OCR's Gundam
+    mode), that geometry in words, where a family with controls shows its sliders; "" for the others."""
 
     def control(self, kwarg: str) -> Control | None:
         """The control for ``kwarg``, if the family offers it."""

@@ -55,6 +55,20 @@ def resized(width: int, height: int, min_pixels: int, max_pixels: int, factor: i
     return w_bar, h_bar
 
 
+def pixel_controls(factor: int, max_pixels: int, start: tuple[int, int], low: int | None = None,
+                   max_low: int | None = None) -> tuple[Control, Control]:
+    """A Qwen-style processor's image pixel bounds as controls: ``min_pixels`` and ``max_pixels`` in steps of one
+    ``factor`` x ``factor`` token cell up to ``max_pixels``, starting at the checkpoint's ``start`` (min, max);
+    ``low``: the least value (one cell unless said), ``max_low``: the least ``max_pixels`` (``low`` unless said). The
+    largest ``max_pixels`` sizes the engine's encoder cache."""
+    cell = factor * factor
+    low = cell if low is None else low
+    per = f"({factor}x{factor} px per token)"
+    return (Control("min_pixels", label=f"min_pixels {per}", step=cell, min=low, max=max_pixels, default=start[0]),
+            Control("max_pixels", label=f"max_pixels {per}", step=cell, min=low if max_low is None else max_low,
+                    max=max_pixels, sizes_cache=True, default=start[1]))
+
+
 SIZE_ALIASES = {"min_pixels": "size.shortest_edge", "max_pixels": "size.longest_edge"}
 """The Qwen-VL processors' pixel bounds as transformers 5.19 wants them (``min_pixels`` / ``max_pixels`` call
 kwargs are deprecated, to go in 5.23); the controls keep the names people know."""
@@ -78,10 +92,7 @@ def count_rule(min_pixels: int, max_pixels: int, factor: int) -> CountGeometryFn
 ADAPTER = Adapter(
     name="qwen2_5_vl", title="Qwen2.5-VL", model_types=("qwen2_5_vl",), feature_tokens={"image": "<|image_pad|>"},
     placeholders={"image": "<|vision_start|><|image_pad|><|vision_end|>"}, aliases=SIZE_ALIASES,
-    controls=(Control("min_pixels", label="min_pixels (28x28 px per token)",
-                      step=784, min=784, max=MAX_PIXELS, default=MIN_PIXELS),
-              Control("max_pixels", label="max_pixels (28x28 px per token)",
-                      step=784, min=784, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS),
+    controls=(*pixel_controls(28, MAX_PIXELS, (MIN_PIXELS, MAX_PIXELS)),
               # per video frame only (the unscoped pair above applies to images and frames alike)
               Control("videos_kwargs.min_pixels", label="video frames: min_pixels (28x28 px per token)",
                       step=784, min=784, max=MAX_PIXELS, default=VIDEO_MIN_PIXELS),

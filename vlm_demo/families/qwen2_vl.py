@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import grounding
 from .base import Adapter, Control, KnownCount
-from .qwen2_5_vl import SIZE_ALIASES, count_rule, geometry, video_geometry
+from .qwen2_5_vl import SIZE_ALIASES, count_rule, geometry, pixel_controls, video_geometry
 
 #: The checkpoint's preprocessor_config.json bounds on the resized area (images and video frames).
 MIN_PIXELS, MAX_PIXELS = 3136, 12845056
@@ -18,10 +18,7 @@ FACTOR = 28  # 14-px patches, 2x2 merged into one token
 ADAPTER = Adapter(
     name="qwen2_vl", title="Qwen2-VL", model_types=("qwen2_vl",), feature_tokens={"image": "<|image_pad|>"},
     placeholders={"image": "<|vision_start|><|image_pad|><|vision_end|>"}, aliases=SIZE_ALIASES,
-    controls=(Control("min_pixels", label="min_pixels (28x28 px per token)",
-                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=3136),
-              Control("max_pixels", label="max_pixels (28x28 px per token)",
-                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS),
+    controls=(*pixel_controls(FACTOR, MAX_PIXELS, (3136, MAX_PIXELS)),
               # per video frame only: the checkpoint's video processor takes preprocessor_config.json's bounds
               Control("videos_kwargs.min_pixels", label="video frames: min_pixels (28x28 px per token)",
                       step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=MIN_PIXELS),

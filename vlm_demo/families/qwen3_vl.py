@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import grounding
 from .base import Adapter, Control, KnownCount
-from .qwen2_5_vl import SIZE_ALIASES, count_rule, geometry, video_geometry
+from .qwen2_5_vl import SIZE_ALIASES, count_rule, geometry, pixel_controls, video_geometry
 
 #: The checkpoint's preprocessor_config.json bounds on the resized image area (``size``).
 MIN_PIXELS, MAX_PIXELS = 65536, 16777216
@@ -24,10 +24,7 @@ FACTOR = PATCH * MERGE  # pixels per token side
 ADAPTER = Adapter(
     name="qwen3_vl", title="Qwen3-VL", model_types=("qwen3_vl",), feature_tokens={"image": "<|image_pad|>"},
     placeholders={"image": "<|vision_start|><|image_pad|><|vision_end|>"}, aliases=SIZE_ALIASES,
-    controls=(Control("min_pixels", label="min_pixels (32x32 px per token)",
-                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=65536),
-              Control("max_pixels", label="max_pixels (32x32 px per token)",
-                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, sizes_cache=True, default=MAX_PIXELS),
+    controls=(*pixel_controls(FACTOR, MAX_PIXELS, (65536, MAX_PIXELS)),
               # per video frame only (video_preprocessor_config.json's own bounds)
               Control("videos_kwargs.min_pixels", label="video frames: min_pixels (32x32 px per token)",
                       step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=VIDEO_MAX_PIXELS, default=VIDEO_MIN_PIXELS),

@@ -92,6 +92,10 @@ class Sampling:
     must match it, reasoning included (the app splits reasoning off after generation, so vLLM's
     reasoning-aware grammar, which starts after the reasoning, is not in play); None: unconstrained. A
     regex request samples from every token the grammar allows (``printable_only`` does not apply)."""
+    extra_args: dict[str, int | float | str | list[int | float | str]] | None = None
+    """Per-request arguments of the entry's custom logits processors, as its recipe gives them (vLLM's
+    ``SamplingParams.extra_args``, ``vllm_xargs`` in an HTTP request): DeepSeek-OCR's n-gram processor reads
+    ``ngram_size``, ``window_size`` and ``whitelist_token_ids``. None: none."""
     printable_only: bool | None = None
     """Sample only tokens that decode to printable text, plus end-of-sequence (the in-process engine's
     ``allowed_token_ids``; a remote server samples from every token); None: on for models with random
@@ -132,10 +136,19 @@ class EngineArgs:
     """Quantization method, e.g. ``fp8``."""
     seed: int | None = None
     """Engine seed."""
+    enable_prefix_caching: bool | None = None
+    """Reuse earlier prompts' KV cache; None: on for the families the app knows (``engine.startup``). DeepSeek-OCR's
+    recipe turns it off (``--no-enable-prefix-caching``)."""
+    mm_processor_cache_gb: float | None = Field(None, ge=0)
+    """Size of vLLM's processed-image cache; 0 turns it off (DeepSeek-OCR's recipe: ``--mm-processor-cache-gb 0``)."""
+    logits_processors: tuple[str, ...] | None = None
+    """Custom logits processors by fully-qualified class name (``module:Class``), loaded in the engine (DeepSeek-OCR's
+    ``vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor``, which a request turns on with its
+    ``ngram_size`` in ``SamplingParams.extra_args``)."""
 
     def to_vllm(self) -> dict[str, object]:
         """The arguments that were set, as keyword arguments for ``AsyncEngineArgs``."""
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.__dict__.items() if v is not None}
 
 
 @dataclass(frozen=True, config=_STRICT)
@@ -168,6 +181,10 @@ class ModelSpec:
     """Per-request processor settings the page offers (sliders and checkboxes)."""
     sampling: Sampling = Field(default_factory=Sampling)
     """Default sampling."""
+    chat_template_content_format: Literal["auto", "string", "openai"] = "auto"
+    """How the chat template takes a message's content (``vllm serve --chat-template-content-format``): ``auto``,
+    vLLM's detection from the template; ``string`` where a recipe says so (dots.ocr's template joins strings, so vLLM
+    puts the image placeholders into the text)."""
     reasoning_parser: str | None = None
     """vLLM reasoning parser that splits the model's thinking from its answer (a ``vllm serve
     --reasoning-parser`` name, e.g. ``qwen3``); None: the whole output is the answer."""

@@ -90,6 +90,10 @@ class ChatService:
         """The request rendered, the sampling it goes out with (``max_tokens`` cut to the room left, Detect
         mode's grammar) and, where that needed it, the render's inspection."""
         rendered = await self._render(found, engine, request)
+        if len(rendered.prompt_token_ids) >= engine.max_model_len:  # (an inspection shows it, and what does not fit)
+            raise InputError(
+                f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {found.spec.name} holds "
+                f"{engine.max_model_len:,} (remove images, lower the image settings or clear the chat)")
         sampling = request.sampling or found.spec.sampling
         room = engine.max_model_len - len(rendered.prompt_token_ids)
         if sampling.max_tokens > room:
@@ -115,13 +119,8 @@ class ChatService:
         if not found.controls_known:  # an entry and family without controls: its processor's, derived once
             found = await self.engines.derived_profile(found.spec)
             check_mm_kwargs(found, request.mm_kwargs)
-        rendered = await engine.render(to_openai_messages(request), found.mm_processor_kwargs(request.mm_kwargs),
-                                       sent_media_io(request, found, self.settings))
-        if len(rendered.prompt_token_ids) >= engine.max_model_len:
-            raise InputError(
-                f"the prompt is {len(rendered.prompt_token_ids):,} tokens; {found.spec.name} holds "
-                f"{engine.max_model_len:,} (remove images, lower the image settings or clear the chat)")
-        return rendered
+        return await engine.render(to_openai_messages(request), found.mm_processor_kwargs(request.mm_kwargs),
+                                   sent_media_io(request, found, self.settings))
 
     async def chat(self, request: ChatRequest, preview: bool = False, sent: float | None = None
                    ) -> AsyncIterator[Event]:

@@ -81,8 +81,9 @@ def check_mm_kwargs(found: profile.Profile, mm_kwargs: Mapping[str, Any]) -> Non
     for key, value in mm_kwargs.items():
         control = found.control(key)
         if control is None:
+            also = "".join(f", {alias} ({target})" for alias, target in found.aliases.items())
             raise InputError(f"{found.spec.name} has no setting {key!r}; its settings: "
-                             f"{', '.join(c.kwarg for c in found.controls) or 'none'}")
+                             f"{', '.join(c.kwarg for c in found.controls) or 'none'}{also}")
         try:
             control.check(value)
         except ValueError as exc:
@@ -98,7 +99,7 @@ def check_request(request: ChatRequest, found: profile.Profile, settings: Settin
     if not request.turns[-1].text.strip() and not request.turns[-1].media:
         raise InputError("type a question or add an image")
     if request.detect:
-        grounding_of(found)  # the family has a box format
+        grounding_of(found, detect=True)  # the family has Detect mode
     if len(request.turns) > settings.max_turns:
         raise InputError(f"the conversation has {len(request.turns)} messages; the limit is "
                          f"{settings.max_turns} (clear the chat to go on)")

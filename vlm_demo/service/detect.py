@@ -12,20 +12,26 @@ from ..registry import ModelSpec, Sampling
 from .requests import ChatRequest
 
 
-def grounding_of(model: ModelSpec | profile.Profile) -> Grounding:
-    """The entry's grounding format; ``InputError`` naming the families that have one where it has none."""
+def grounding_of(model: ModelSpec | profile.Profile, detect: bool = False) -> Grounding:
+    """The entry's grounding format; ``InputError`` naming the families that have one where it has none (with
+    ``detect``: where its format has no Detect mode, a document reader's)."""
     found = model if isinstance(model, profile.Profile) else profile.profile(model)
-    if found.adapter.grounding is None:
+    grounding = found.adapter.grounding
+    if grounding is None:
         having = ", ".join(profile.grounding_families())
         raise InputError(f"{found.spec.name} has no box format the app reads (families with one: {having})")
-    return found.adapter.grounding
+    if detect and not grounding.detects:
+        having = ", ".join(profile.grounding_families(detect=True))
+        raise InputError(f"{found.spec.name} reads documents: its boxes come with a page's reading, not from a "
+                         f"\"where is X\" question (Detect mode: {having})")
+    return grounding
 
 
 def detect_request(request: ChatRequest, spec: ModelSpec, what: str) -> ChatRequest:
     """Detect mode: the last user turn asks the family's own question for ``what`` after the person's own words
     (its images kept), and the answer is held to the family's box grammar (vLLM's structured outputs), so it
     always parses."""
-    grounding = grounding_of(spec)
+    grounding = grounding_of(spec, detect=True)
     what = what.strip()
     if not what:
         raise InputError("say what to detect")
@@ -40,7 +46,7 @@ def detect_request(request: ChatRequest, spec: ModelSpec, what: str) -> ChatRequ
 def detect_sampling(sampling: Sampling, found: profile.Profile, what: str, inspection: Inspection) -> Sampling:
     """``sampling`` held to the family's box grammar for ``what``, every coordinate inside the conversation's
     last image as the format counts it (for Qwen2.5-VL the processed size the engine's processor made)."""
-    grounding = grounding_of(found)
+    grounding = grounding_of(found, detect=True)
     images = inspection.items.get("image", ())
     bounds = grounding.bounds(images[-1].processed_size if images else None)
     if bounds is None:

@@ -8,8 +8,9 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..errors import InputError
 from ..intake import Page
@@ -46,18 +47,23 @@ class _Part:
     """Seconds from the document's send to this page's last token, once done."""
     failed: str = ""
     done: Done | None = None
+    vision: Any = None
+    """The page's picture's expansion as its request rendered it."""
 
-    def text(self) -> str:
-        """The page's heading and answer as the chat shows them."""
-        figures = (f" · {self.tokens} tokens, {self.tokens_per_s:.0f} tokens/s, done at {self.done_s:.1f} s"
-                   if self.done_s is not None and not self.failed else "")
-        body = f"*[failed: {self.failed}]*" if self.failed else self.answer or "…"
-        return f"**{self.page.label}**{figures}\n\n{body}"
+    def figures(self) -> PageFigures:
+        return PageFigures(self.page.label, self.tokens, self.ttft_s, self.tokens_per_s, self.done_s, self.failed,
+                           self.vision, self.answer)
 
 
-def composed(parts: list[_Part]) -> str:
-    """The document's answer: each page's part, in page order."""
-    return "\n\n".join(part.text() for part in parts)
+def composed(pages: Sequence[PageFigures], body: Callable[[str], str] | None = None) -> str:
+    """The document's answer as the chat shows it: each page's heading (its figures once done) and its answer, in
+    page order; ``body``: how an answer shows (a reader's as the document it describes), else as it is."""
+    def text(p: PageFigures) -> str:
+        figures = (f" · {p.tokens} tokens, {p.tokens_per_s:.0f} tokens/s, done at {p.done_s:.1f} s"
+                   if p.done_s is not None and not p.failed else "")
+        shown = f"*[failed: {p.failed}]*" if p.failed else (body(p.answer) if body and p.answer else p.answer) or "…"
+        return f"**{p.label}**{figures}\n\n{shown}"
+    return "\n\n".join(text(p) for p in pages)
 
 
 async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIterator[Event]]) -> AsyncIterator[Event]:
@@ -69,13 +75,17 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
     ``Failed``."""
     split = page_requests(request)
     parts = [_Part(page) for page, _ in split]
-    queue: asyncio.Queue[tuple[int, Event | None]] = asyncio.Queue()
+    queue: asyncio.Queue[tuple[int, Event | Exception | None]] = asyncio.Queue()
     t0 = time.perf_counter()
 
     async def pump(i: int, one: ChatRequest) -> None:
-        async with contextlib.aclosing(ask(one)) as events:
-            async for event in events:
-                await queue.put((i, event))
+        try:
+            async with contextlib.aclosing(ask(one)) as events:
+                async for event in events:
+                    await queue.put((i, event))
+        except Exception as exc:  # (a bug, not a page's ``Failed``): raised by the document's stream, not a hang
+            await queue.put((i, exc))
+            return
         await queue.put((i, None))
 
     tasks = [asyncio.ensure_future(pump(i, one)) for i, (_, one) in enumerate(split)]
@@ -83,11 +93,15 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
     try:
         while open_streams:
             i, event = await queue.get()
+            if isinstance(event, Exception):
+                raise event
             part = parts[i]
             if event is None:
                 open_streams -= 1
                 continue
             if isinstance(event, Rendered | Waiting):
+                if isinstance(event, Rendered):
+                    part.vision = event.inspection.items["image"][-1]
                 if i == 0:
                     waited = event.waited_s if isinstance(event, Waiting) else waited
                     yield event
@@ -108,9 +122,10 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
             tokens = sum(p.tokens for p in parts)
             now = time.perf_counter()
             rate = (tokens - 1) / (now - first_token) if first_token and tokens > 1 and now > first_token else 0.0
-            yield Delta("", composed(parts), num_tokens=tokens, ttft_s=min((p.ttft_s for p in parts if p.tokens),
-                                                                          default=0.0),
-                        tokens_per_s=rate, wait_s=waited)
+            figures = tuple(p.figures() for p in parts)
+            yield Delta("", composed(figures), num_tokens=tokens,
+                        ttft_s=min((p.ttft_s for p in parts if p.tokens), default=0.0), tokens_per_s=rate,
+                        wait_s=waited, pages=figures)
     finally:  # ended, or closed early (Stop): every page's request is closed, which aborts it in the engine
         for task in tasks:
             task.cancel()
@@ -123,10 +138,9 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
     answered = [p for p in parts if p.done is not None]
     end = time.perf_counter()
     tokens = sum(p.tokens for p in parts)
-    figures = tuple(PageFigures(p.page.label, p.tokens, p.ttft_s, p.tokens_per_s, p.done_s or 0.0, p.failed)
-                    for p in parts)
+    figures = tuple(p.figures() for p in parts)
     yield dataclasses.replace(
-        Done(composed(parts), tokens, min((p.ttft_s for p in answered), default=0.0),
+        Done(composed(figures), tokens, min((p.ttft_s for p in answered), default=0.0),
              (tokens - 1) / (end - first_token) if first_token and tokens > 1 and end > first_token else 0.0,
              "stop" if all(p.done and p.done.finish_reason == "stop" for p in answered) else
              next((p.done.finish_reason for p in answered if p.done and p.done.finish_reason != "stop"), None),

@@ -103,11 +103,13 @@ class Delta:
     """Generated tokens per second after the first one, so far."""
     wait_s: float = 0.0
     """Seconds the request waited for the model's engine to start (as ``Done.wait_s``)."""
+    pages: tuple[PageFigures, ...] = ()
+    """A document read page by page: each page's answer and figures so far, in page order (empty otherwise)."""
 
 
 @dataclass(frozen=True)
 class PageFigures:
-    """One page's figures in a document read page by page."""
+    """One page's answer and figures in a document read page by page."""
 
     label: str
     """"page 3 of report.pdf"."""
@@ -117,10 +119,15 @@ class PageFigures:
     """Seconds from its request reaching the engine to its first token."""
     tokens_per_s: float
     """Its tokens per second after the first."""
-    done_s: float
-    """Seconds from the document's send to its last token."""
+    done_s: float | None
+    """Seconds from the document's send to its last token (None while it streams)."""
     failed: str = ""
     """Why it failed ("": it did not)."""
+    vision: Any = None
+    """The page's picture's ``Expansion`` as its own request rendered it (its vision tokens), None where it failed
+    before its render (or, streaming, before the render came)."""
+    answer: str = ""
+    """Its answer (so far)."""
 
 
 @dataclass(frozen=True)
@@ -168,13 +175,16 @@ Event = Rendered | Waiting | Delta | Done | Failed
 
 
 def to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
-    """The conversation as OpenAI-style chat messages, images as decoded ``image_pil`` parts."""
+    """The conversation as OpenAI-style chat messages, images as decoded ``image_pil`` parts. A turn of attachments
+    and no words has no text part: the image alone, as a reader's card sends a page (LightOnOCR's template writes a
+    newline for an empty text part, one token the card's prompt does not have)."""
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": [{"type": "text", "text": request.system}]})
     for turn in request.turns:
         parts = [_part(modality, item) for modality, items in turn.media.items() for item in items]
-        parts.append({"type": "text", "text": turn.text})
+        if turn.text or not parts:
+            parts.append({"type": "text", "text": turn.text})
         messages.append({"role": turn.role, "content": parts})
     return messages
 

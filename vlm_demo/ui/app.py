@@ -53,16 +53,19 @@ def wire(page: Page, on: Handlers) -> None:
     # Files attached are checked at once: a refused one leaves the box, the note beside it says why
     page.message.change(on.attachments, [page.message, page.message_note], [page.message, page.message_note],
                         api_name=False, queue=False, show_progress="hidden", trigger_mode="always_last")
+    page.task.input(on.task, [page.task, page.model, page.message], page.message, api_name=False, queue=False,
+                    show_progress="hidden")  # a reader's task: its prompt into the message box
     page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.conversation], api_name="clear",
                          show_progress_on=[page.chat])
     page.inspect_btn.click(on.inspect, None, inspect_outputs, api_name="inspect", **inspecting)
     gr.api(on.document_cost, api_name="document_cost")  # what a PDF will cost, for a program (an agent's tool)
     for control in page.controls.components:  # a slider on release (Enter in its box too), a checkbox on a click,
-        # the pages box on Enter or leaving it
-        moved = ([control.input] if isinstance(control, gr.Checkbox) else [control.submit, control.blur]
-                 if isinstance(control, gr.Textbox) else [control.release])
-        for event in moved:
-            event(on.inspect, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
+        # the pages box on Enter or on leaving it changed
+        moved = ([(control.input, on.inspect)] if isinstance(control, gr.Checkbox) else
+                 [(control.submit, on.inspect), (control.blur, on.left)] if isinstance(control, gr.Textbox) else
+                 [(control.release, on.inspect)])
+        for event, handler in moved:
+            event(handler, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
     # A switch: the new model's controls, sampling, Detect, Compare's pickers and "starting" at once (property
     # updates only), its engine's start (the status follows it), and the panels from vLLM's renderer meanwhile
     # (a switch also stops the session's answer: a question that waits for one model's engine would keep the
@@ -88,7 +91,8 @@ def build_page(service: ChatService, default_model: str) -> tuple[gr.Blocks, Pag
         page = layout(service, default_model)
         handlers = Handlers(service, page)
         wire(page, handlers)
-        demo.load(handlers.opened, page.model, [page.model, page.engine_state], api_name=False, queue=False)
+        demo.load(handlers.opened, page.model, [page.model, page.engine_state], api_name=False, queue=False).then(
+            None, js=OPENED_JS)
     return demo, page
 
 
@@ -124,10 +128,21 @@ PAGE_JS = """() => {
 }"""
 """The page's own script, run once it has loaded."""
 
+OPENED_JS = "() => { document.body.dataset.opened = 'yes'; }"
+"""Marks the page once its load event has set the tab's model (the one whose engine runs, not the page's start-up
+model it shows first): what a test waits for before it reads the page."""
 
-def launch_kwargs(settings: Settings | None = None) -> dict[str, Any]:
+
+def launch_kwargs(settings: Settings | None = None, service: ChatService | None = None,
+                  host: str = "127.0.0.1") -> dict[str, Any]:
     """Arguments for ``Blocks.launch`` shared by the app and the tests: only the project's own
-    pictures are served from disk besides uploads, and Gradio refuses uploads over the size limit."""
-    settings = settings or Settings.from_env()
-    return {"css": CSS, "js": PAGE_JS, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes}
+    pictures are served from disk besides uploads, and Gradio refuses uploads over the size limit; with ``service``
+    (and the ``mcp_server`` setting on), the MCP tools for agents at ``MCP_PATH`` (the page served on ``host``)."""
+    settings = settings or (service.settings if service is not None else Settings.from_env())
+    found = {"css": CSS, "js": PAGE_JS, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes}
+    if service is not None and settings.mcp_server:
+        from . import mcp  # (the mcp package's imports only where its server is served)
+
+        found["app_kwargs"] = mcp.app_kwargs(service, host)
+    return found
 

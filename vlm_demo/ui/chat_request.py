@@ -33,6 +33,7 @@ def chat_request(registry: Registry, controls: Controls, model: str, turns: Sequ
                           seed=int(seed) if seed not in (None, "", -1) else None,
                           # models.yaml's own; the page has no control for these
                           ignore_eos=spec.sampling.ignore_eos, regex=spec.sampling.regex,
+                          extra_args=spec.sampling.extra_args,
                           printable_only=spec.sampling.printable_only)
     except (TypeError, ValueError) as exc:
         raise InputError(f"sampling settings: {str(exc).splitlines()[0]}") from None

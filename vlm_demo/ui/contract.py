@@ -123,9 +123,23 @@ def document_defaults(spec: Any) -> dict[str, Any]:
     return {"dpi": profile.adapter(spec).document_dpi or DOCUMENT_DPI, "pages": "", "each_page": False}
 
 
+def reader_tasks(spec: Any) -> list[str]:
+    """The task picker's choices for ``spec``: its family's documented prompts by name (none for a chat model)."""
+    return [task.name for task in profile.adapter(spec).tasks]
+
+
+def task_prompt(spec: Any, name: str) -> str | None:
+    """The text the task ``name`` of ``spec``'s family puts in the message box (its ``{what}`` said as "the title",
+    to be edited), or None for a task the family does not have."""
+    found = next((t for t in profile.adapter(spec).tasks if t.name == name), None)
+    return None if found is None else found.prompt.replace("{what}", "the title")
+
+
 def has_grounding(spec: Any) -> bool:
-    """Whether the entry's family has a box format the app reads (Detect mode is offered)."""
-    return profile.adapter(spec).grounding is not None
+    """Whether Detect mode is offered: the entry's family has a box format with a "where is X" question (a
+    document reader's format has boxes but no Detect mode; its boxes are drawn with any answer)."""
+    grounding = profile.adapter(spec).grounding
+    return grounding is not None and grounding.detects
 
 
 def takes_video(spec: Any) -> bool:

@@ -119,7 +119,9 @@ class Controls:
             return {"minimum": 0, "maximum": self.settings.max_video_fps, "step": 0.5,
                     "value": video_defaults(spec)["fps"], "visible": takes_video(spec), "label": label}
         found = profile.profile(spec)
-        own = found.control(name)
+        # its own control by that very name: a name the checkpoint's docs give one of its controls (a derived
+        # size.longest_edge's max_pixels) is taken in a request, but the page shows the setting once
+        own = next((c for c in found.controls if c.kwarg == name), None)
         setting = own or self.setting(name)
         label = setting.label
         if setting.default is None:  # not sent until moved: whose value applies meanwhile

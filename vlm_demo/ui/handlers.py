@@ -20,9 +20,10 @@ from ..inspector.audit import UNCHECKED, Verdict
 from ..intake import DocumentOptions
 from ..service import ChatRequest, ChatService, Turn, detect_request, page_requests
 from ..service.audit import Auditor
+from ..service.costs import DEFAULT_QUESTION, document_cost
 from ..settings import ATTACHMENTS_CHECKED, PAGE_RENDERS_KEPT, STATUS_EVERY_S
 from .chat_request import chat_request, read_message
-from .contract import RENDER_OUTPUTS, document_defaults, has_grounding
+from .contract import RENDER_OUTPUTS, has_grounding, reader_tasks, task_prompt
 from .controls import Controls, user_error
 from .layout import Page
 from .stream import STOP_OFF, Answers
@@ -46,6 +47,8 @@ class Handlers:
         """Per session, how many renders its Inspect and controls have asked for."""
         self._shown: dict[str, int] = {}
         """Per session, the number of the latest of those renders shown."""
+        self._controls: dict[str, dict[str, Any]] = {}
+        """Per session, the control values of the latest of those renders (a box left unchanged renders nothing)."""
         self._checked: dict[str, str] = {}
         """Files attached to the message box, checked: why each was refused ("" where it was not)."""
 
@@ -142,16 +145,24 @@ class Handlers:
     def undo(self, request: gr.Request, conversation) -> dict[Any, Any]:
         """Remove the last exchange (the ``/undo`` API): its stats line and boxes go with it, Export, which
         replayed its request, empties (the page then shows vLLM's render of what is left: ``follow``)."""
-        self.answers.forget(_session(request))
+        self._outdate_renders(_session(request))
         conversation = _conversation(conversation).undo()
         return self.page.values(chat=chat_messages(conversation), stats="", boxes=[], export_json="", export_curl="",
                                 export_py="") | {self.page.conversation: conversation}
 
     def clear(self, request: gr.Request) -> dict[Any, Any]:
         """Start a new conversation (the ``/clear`` API)."""
-        self.answers.forget(_session(request))
+        self._outdate_renders(_session(request))
         return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[],
                                 export_json="", export_curl="", export_py="") | {self.page.conversation: Conversation()}
+
+    def _outdate_renders(self, session: str) -> None:
+        """The conversation changed under the panels (Undo, Clear): the session's answer render is forgotten, and a
+        render asked for before (a control moved just before) is dropped when it ends, not shown over the panels
+        of the conversation as it is now."""
+        self.answers.forget(session)
+        if session in self._inspects:
+            self._shown[session] = self._inspects[session] + 1
 
     async def to_inspect(self, message, conversation, urls, documents: DocumentOptions) -> tuple[Turn, ...]:
         """The turns to inspect: the conversation with the typed message (its documents read as ``documents``
@@ -172,10 +183,12 @@ class Handlers:
         after a later one of the same session has been shown is dropped, so the panels show the last move."""
         session = _session(request)
         serial = self._inspects[session] = self._inspects.pop(session, 0) + 1  # (re-inserted: the most recent last)
+        self._controls[session] = dict(controls)
         while len(self._inspects) > PAGE_RENDERS_KEPT:  # sessions gone long ago
             oldest = next(iter(self._inspects))
             del self._inspects[oldest]
             self._shown.pop(oldest, None)
+            self._controls.pop(oldest, None)
         try:
             view = await self._inspect(message, conversation, model, system, urls, controls, quiet=False)
         except VlmDemoError as exc:
@@ -186,6 +199,16 @@ class Handlers:
             return gr.skip()
         self._shown[session] = serial
         return view
+
+    async def left(self, request: gr.Request, *, message, conversation, model, system, urls,
+                   **controls) -> dict[Any, Any]:
+        """A box left (the pages box): rendered as ``inspect`` does where its value differs from the session's last
+        render; else nothing (Enter in it rendered already, and a click on Clear or Undo, which leaves it, would
+        render the conversation as it was before them, over the panels of the conversation as it is)."""
+        if self._controls.get(_session(request)) == controls:
+            return gr.skip()
+        return await self.inspect(request, message=message, conversation=conversation, model=model, system=system,
+                                  urls=urls, **controls)
 
     async def _inspect(self, message, conversation, model, system, urls, controls: Mapping[str, Any],
                        quiet: bool) -> dict[Any, Any]:
@@ -223,7 +246,7 @@ class Handlers:
         return outputs
 
     async def document_cost(self, document: str, model: str, pages: str = "", dpi: int = 0,
-                            question: str = "Read this document.") -> dict[str, Any]:
+                            question: str = DEFAULT_QUESTION) -> dict[str, Any]:
         """What a PDF (or a picture) will cost a model before anyone sends it: each page's vision tokens as vLLM's
         renderer expands it, as its own request and all pages in one, against the model's context window, with the
         rendered prompt. Nothing is generated and no engine starts.
@@ -236,24 +259,9 @@ class Handlers:
             question: the text asked with it (its tokens count too)
         """
         try:
-            spec = self.registry.get(model)
-            options = DocumentOptions(dpi=dpi or document_defaults(spec)["dpi"], pages=pages or "")
-            items = await intake.load_url(document, self.settings, documents=options)
-            request = ChatRequest(model, (Turn("user", question, {"image": items}),), each_page=True)
-            split = page_requests(request) if any(isinstance(i, intake.Page) for i in items) else [(None, request)]
-            rendered = [await self.service.inspect(one, start_engine=False) for _, one in split]
+            return await document_cost(self.service, document, model, pages, dpi, question)
         except VlmDemoError as exc:
             raise user_error(str(exc)) from None
-        found = [(one.items["image"][-1], one.budget.total) for one in rendered]
-        window = rendered[0].budget.max_model_len
-        costs = [{"page": e.page, "source": e.source, "size": e.orig_size, "processed_size": e.processed_size,
-                  "dpi": e.dpi, "tokens": e.count, "positions": e.length, "request_tokens": total,
-                  "fits": total < window} for e, total in found]
-        vision = sum(e.length for e, _ in found)
-        return {"model": model, "max_model_len": window, "pages": costs, "vision_tokens": vision,
-                "all_in_one_request_tokens": vision + rendered[0].budget.text_tokens,
-                "all_in_one_request_fits": vision + rendered[0].budget.text_tokens < window,
-                "rendered_prompt": rendered[0].prompt, "content_format": rendered[0].content_format}
 
     async def load_model(self, name: str) -> str:
         """Start (or switch to) the model's engine (the ``/load_model`` API); the page's status line follows the
@@ -277,7 +285,8 @@ class Handlers:
     def switch_outputs(self) -> list[Any]:
         """What a model switch updates (``switch``'s outputs)."""
         page = self.page
-        return [*page.controls.components, page.temperature, page.top_p, page.max_tokens, page.detect, page.model_a,
+        return [*page.controls.components, page.temperature, page.top_p, page.max_tokens, page.detect, page.task,
+                page.model_a,
                 page.model_b, page.engine_state, page.timer, page.model, page.current, page.model_note]
 
     async def switch(self, request: gr.Request, name: str, current: str) -> dict[Any, Any]:
@@ -305,9 +314,19 @@ class Handlers:
         return {**dict(zip(page.controls.components, page.controls.updates(name), strict=True)),
                 page.temperature: spec.sampling.temperature, page.top_p: spec.sampling.top_p,
                 page.max_tokens: spec.sampling.max_tokens, page.detect: gr.update(visible=has_grounding(spec)),
+                page.task: gr.update(choices=reader_tasks(spec), value=None, visible=bool(reader_tasks(spec))),
                 page.model_a: name, page.model_b: name,
                 page.engine_state: state_text(self.service, name, starting=True),
                 page.timer: gr.Timer(STATUS_EVERY_S[0]), page.current: name, page.model_note: ""}
+
+    def task(self, task: str | None, model: str, message: Any) -> Any:
+        """A reader's task picked: its prompt into the message box's text (the files attached kept), to be edited or
+        sent as it is."""
+        prompt = task_prompt(self.registry.get(model), task or "") if model in self.registry.names else None
+        if prompt is None:
+            return gr.skip()
+        message = message if isinstance(message, dict) else {}
+        return {"text": prompt, "files": message.get("files", []) or []}
 
     def opened(self, name: str) -> dict[Any, Any]:
         """A new tab (or a reload): on the model whose engine was used last, where one runs or starts (its status is

@@ -15,7 +15,7 @@ from ..inspector import PROMPT_CSS
 from ..intake import DOCUMENT_SUFFIXES, VIDEO_SUFFIXES
 from ..service import ChatService
 from ..settings import STATUS_EVERY_S
-from .contract import has_grounding
+from .contract import reader_tasks, has_grounding
 from .controls import Controls
 from .views import BOX_HEADERS, TABLE_HEADERS, TABLE_WIDTHS, picker_choices, state_text
 
@@ -24,10 +24,14 @@ STOP_LABEL = "Stop"
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
 """The project's own pictures and clip (the examples; served from disk besides uploads)."""
+LATEX_DELIMITERS = [{"left": "$$", "right": "$$", "display": True}, {"left": "\\[", "right": "\\]", "display": True},
+                    {"left": "\\(", "right": "\\)", "display": False}]
+"""The formula delimiters the chat renders (KaTeX): the readers' LaTeX (dots.ocr, DeepSeek-OCR, GLM-OCR)."""
 CSS = """
 .prompt { white-space: pre-wrap; overflow-wrap: anywhere; font-family: ui-monospace, monospace; font-size: 12px;
           max-height: 420px; overflow: auto; margin: 0; }
 mark.ph, mark.ph * { background: #ffd54f; color: #000; } mark.sp, mark.sp * { background: #cfd8dc; color: #000; }
+.page-prompt > summary { cursor: pointer; font-weight: 600; padding: 2px 0; }  /* page by page: one page's prompt */
 @media (max-width: 720px) {  /* a phone: the model's name whole, its status under it, and the chat right after */
   #model-row { flex-direction: column; align-items: stretch; }
   #model-row > * { width: 100%; max-width: 100%; }
@@ -115,6 +119,9 @@ class Page:
     """The answer's figures as data (hidden; for the API)."""
     detect: Any
     """Detect: what to find (shown where the family has a box format)."""
+    task: Any
+    """A document reader's task picker (its checkpoint's documented prompts; shown where the family has them):
+    picking one fills the message box's text with the task's prompt, editable."""
     boxes: Any
     """The answer's boxes and points as a table."""
     stop_btn: Any
@@ -217,6 +224,9 @@ def _settings(service: ChatService, default_model: str) -> dict[str, Any]:
     parts["detect"] = gr.Textbox(label="Detect: what to find (the answer is held to the model's own box format)",
                                  placeholder="e.g. the red square", lines=1, elem_id="detect",
                                  visible=has_grounding(spec))
+    tasks = reader_tasks(spec)
+    parts["task"] = gr.Dropdown(choices=tasks, value=None, label="Task (the reader's own prompt, into the message box)",
+                                elem_id="task", visible=bool(tasks), interactive=True)
     parts["inspect_btn"] = gr.Button("Inspect only", elem_id="inspect")
     return parts
 
@@ -240,7 +250,9 @@ def _chat_panel(service: ChatService) -> dict[str, Any]:
     """Panel 3: the chat, the message box and URLs, the buttons right under them, the stats and the boxes."""
     parts: dict[str, Any] = {}
     gr.Markdown("### 3 · Chat")
-    parts["chat"] = gr.Chatbot(label="Chat", elem_id="chat", height=440)
+    # Answers as documents: Markdown, HTML tables (sanitised), LaTeX in the delimiters readers write (not a lone "$":
+    # prices); each answer's raw text one click away (its copy button)
+    parts["chat"] = gr.Chatbot(label="Chat", elem_id="chat", height=440, latex_delimiters=LATEX_DELIMITERS)
     parts["message"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, *DOCUMENT_SUFFIXES, ".safetensors"],
                                         file_count="multiple", elem_id="question", label="Message",
                                         show_label=False,

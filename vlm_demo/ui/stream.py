@@ -10,17 +10,20 @@ import dataclasses
 import itertools
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import gradio as gr
 
+from .. import profile
 from ..conversation import Conversation, Exchange, Stats, chat_messages
 from ..inspector import Inspection
-from ..service import ChatRequest, ChatService, Delta, Done, Failed, Rendered, Waiting
+from ..service import ChatRequest, ChatService, Delta, Done, Failed, PageFigures, Rendered, Waiting
 from ..settings import PAGE_RENDERS_KEPT
 from .controls import user_error
 from .layout import STOP_LABEL, Page
-from .views import Boxes, sent_text, stats_data, stats_of, stats_text, waiting_text
+from .views import (Boxes, PageBoxes, document_view, reading_text, sent_text, stats_data, stats_of, stats_text,
+                    waiting_text)
 
 STOP_ON, STOP_OFF = gr.update(interactive=True), gr.update(interactive=False)
 """Stop while an answer runs, and not otherwise."""
@@ -39,13 +42,14 @@ def text_update(page: Page, shown: dict[str, Any], conversation: Conversation) -
     return page.values(**shown | {"stats": "generating…", "stop_btn": STOP_LABEL}, chat=chat_messages(conversation))
 
 
-async def _with_boxes(boxes: Boxes | None, conversation: Conversation,
-                      shown: dict[str, Any]) -> tuple[Conversation, dict[str, Any]]:
-    """The conversation and panel values with the answer's boxes (drawn in a worker thread)."""
+async def _with_boxes(boxes: Boxes | PageBoxes | None, conversation: Conversation, shown: dict[str, Any],
+                      pages: Sequence[PageFigures] = ()) -> tuple[Conversation, dict[str, Any]]:
+    """The conversation and panel values with the answer's boxes (drawn in a worker thread); ``pages``: a document
+    read page by page, its pages' parts."""
     if boxes is None or not conversation.exchanges:
         return conversation, shown
-    figure, table = await asyncio.to_thread(boxes.update, conversation.exchanges[-1].answer)
-    return conversation.with_last(figure=figure), shown | {"boxes": table}
+    figures, table = await asyncio.to_thread(boxes.update, conversation.exchanges[-1].answer, pages)
+    return conversation.with_last(figures=figures), shown | {"boxes": table}
 
 
 @dataclasses.dataclass
@@ -176,7 +180,9 @@ class Answers:
                       marks: dict[str, float], session: str, sent: float | None):
         page = self.page
         last = 0.0
-        boxes: Boxes | None = None
+        boxes: Boxes | PageBoxes | None = None
+        seen: tuple[Any, ...] = ()
+        as_document = document_view(None, request)
         # At once: the question in the chat, the box cleared (the panels keep the last render until this one's),
         # what happens now on the stats line, and Stop (a wait for an engine can be stopped too). The session's
         # state takes the question with its render (a refusal just after could otherwise leave it there unanswered)
@@ -198,6 +204,8 @@ class Answers:
                     rendered = self._keep_render(session, Render(sent, event.inspection))
                     shown = streaming_values(stats_data(None, "streaming")) | {"message_note": ""}
                     boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
+                    seen = event.inspection.items.get("image", ())[-1:]  # the page (or picture) read
+                    as_document = document_view(self.registry.get(request.model), request)
                     marks["panels"] = time.time()  # handed to the panels' own event (drawn there, in parallel)
                     yield page.values(**shown, chat=chat_messages(conversation)) | {
                         page.conversation: live.shown(conversation), page.rendered: (rendered, clear_box)}
@@ -207,21 +215,27 @@ class Answers:
                         live.stats, "waiting"), "chat": chat_messages(conversation)}) | {
                         page.conversation: live.shown(conversation)}
                 elif isinstance(event, Delta):
-                    conversation = conversation.with_last(answer=event.answer, reasoning=event.reasoning)
+                    conversation = conversation.with_last(answer=event.answer, reasoning=event.reasoning,
+                                                          document=as_document(event.answer, event.pages))
                     live.stats = Stats(tokens=event.num_tokens, ttft_s=event.ttft_s, tokens_per_s=event.tokens_per_s,
                                        wait_s=event.wait_s)
                     now = time.perf_counter()
                     if now - last >= self.settings.ui_update_interval_s:
                         last = now
-                        conversation, shown = await _with_boxes(boxes, conversation, shown)
+                        conversation, shown = await _with_boxes(boxes, conversation, shown, event.pages)
                         marks.setdefault("first_text", time.time())
                         yield text_update(page, shown, live.shown(conversation))
                 elif isinstance(event, Done):
                     stats = stats_of(event)
                     conversation = conversation.with_last(answer=event.answer, status="done", stats=stats,
-                                                          reasoning=event.reasoning)
-                    conversation, shown = await _with_boxes(boxes, conversation, shown)
-                    yield page.values(**shown | {"chat": chat_messages(conversation), "stats": stats_text(stats),
+                                                          reasoning=event.reasoning,
+                                                          document=as_document(event.answer, event.pages))
+                    conversation, shown = await _with_boxes(boxes, conversation, shown, event.pages)
+                    read = ([(f.vision, f.tokens) for f in event.pages] if event.pages else
+                            [(e, event.num_tokens) for e in seen])
+                    reading = reading_text(profile.adapter(self.registry.get(request.model)), read)
+                    yield page.values(**shown | {"chat": chat_messages(conversation),
+                                                 "stats": stats_text(stats) + (f" · {reading}" if reading else ""),
                                                  "stats_data": stats_data(stats, "done", marks), "stop_btn": STOP_OFF}
                                       ) | {page.conversation: live.shown(conversation)}
         if live.stopped:  # the answer as far as it was shown, marked (the stream's last update: Gradio repeats it)

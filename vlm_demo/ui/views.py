@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,11 @@ from ..grounding import draw as draw_boxes
 from ..grounding import place
 from ..grounding import rows as box_rows
 from ..inspector.audit import Verdict
+from ..inspector.cost import DocumentCost, page_cost
 from ..inspector import Expansion, Inspection, contact_sheet, draw_overlay, prompt_html, run_length_text
 from ..intake import Page, Recent, image_digest, page_ranges, picture
-from ..service import ChatRequest, ChatService, Done, Waiting, page_requests
-from ..settings import ENCODED_IMAGES_KEPT
+from ..service import ChatRequest, ChatService, Done, PageFigures, Waiting, composed, page_requests
+from ..settings import ENCODED_IMAGES_KEPT, OVERLAY_JPEG_QUALITY
 
 OVERLAYS = Path(tempfile.gettempdir()) / "vlm-demo-overlays"  # the expansion panel's pictures, named by content
 BOX_HEADERS = ["label", "x1", "y1", "x2", "y2"]
@@ -87,7 +89,9 @@ def budget_html(inspection: Inspection) -> str:
     return (f'<div class="budget" title="{title}, text {b.text_tokens}, free {b.free}">{bars}'
             f'<div class="txt" style="width:{pct(b.text_tokens):.2f}%"></div></div>'
             f'<p class="budget-text">{b.total:,} of {b.max_model_len:,} tokens: {words} · '
-            f'text {b.text_tokens:,} · free {b.free:,}</p>'
+            f'text {b.text_tokens:,} · ' + (f"free {b.free:,}" if b.free > 0 else
+                                            f"<b>no room for an answer ({b.total - b.max_model_len:,} over the "
+                                            "context): it cannot be sent</b>") + '</p>'
             + (f'<p class="budget-documents">{html.escape(docs)}</p>' if (docs := documents_text(inspection)) else ""))
 
 
@@ -98,7 +102,8 @@ def item_name(e: Expansion) -> str:
 
 def documents_text(inspection: Inspection) -> str:
     """Each document's pages and what they cost together against the context window ("report.pdf: 3 pages at 144
-    dpi, 3,330 tokens, 40.6% of the context"); "" without documents."""
+    dpi, 3,330 tokens, 40.6% of the context"), and the pages past the context's end in this request ("pages 5-9 do
+    not fit: the context ends in page 5"); "" without documents."""
     found: dict[str, list[Expansion]] = {}
     for e in inspection.items.get("image", ()):
         if e.source is not None:
@@ -110,7 +115,13 @@ def documents_text(inspection: Inspection) -> str:
         dpis = sorted({e.dpi for e in pages if e.dpi})
         at = f" at {', '.join(map(str, dpis))} dpi" if dpis else ""
         share = f", {100 * tokens / window:.1f}% of the context" if window else ""
-        lines.append(f"{source}: {len(pages)} page{'s' if len(pages) != 1 else ''}{at}, {tokens:,} tokens{share}")
+        line = f"{source}: {len(pages)} page{'s' if len(pages) != 1 else ''}{at}, {tokens:,} tokens{share}"
+        past = [e.page for e in pages if window and e.offset + e.length > window]
+        if past:
+            line += (f"; {'pages' if len(past) > 1 else 'page'} {page_ranges(past)} do{'es' if len(past) == 1 else ''}"
+                     f" not fit: the context ends at {window:,} tokens (read them page by page, or fewer pages, or a "
+                     "lower dpi)")
+        lines.append(line)
     return " · ".join(lines)
 
 
@@ -148,15 +159,19 @@ def frames_text(e: Expansion) -> str:
     return f"{sampled}; {len(groups)} group{'s' if len(groups) != 1 else ''}{per}, {each}"
 
 
-def image_file(image: Image.Image, folder: Path) -> str:
-    """``image`` as a PNG in ``folder``, named by its content and written whole (temp file, then rename).
+def image_file(image: Image.Image, folder: Path, jpeg: bool = False) -> str:
+    """``image`` as a PNG (``jpeg``: a JPEG of ``OVERLAY_JPEG_QUALITY``) in ``folder``, named by its content and
+    written whole (temp file, then rename).
 
     Gradio's own caching of PIL outputs rewrites one shared file in place, and a concurrent download of the
     same picture (16 users, one image) could read it half-written."""
     buf = io.BytesIO()
-    image.save(buf, format="PNG", compress_level=1)
+    if jpeg:
+        image.convert("RGB").save(buf, format="JPEG", quality=OVERLAY_JPEG_QUALITY)
+    else:
+        image.save(buf, format="PNG", compress_level=1)
     data = buf.getvalue()
-    path = folder / f"{hashlib.sha256(data).hexdigest()[:32]}.png"
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:32]}.{'jpg' if jpeg else 'png'}"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
         fd, staging = tempfile.mkstemp(dir=folder, suffix=".part")
@@ -173,7 +188,7 @@ def overlay_file(image: Image.Image, expansion: Expansion, center_crop: bool) ->
     """The expansion picture of one image (its grid or crop drawn over it) as a file; drawn and encoded once
     per picture and grid (all ``draw_overlay`` reads), since every turn shows the earlier images again."""
     def draw() -> str:
-        return image_file(draw_overlay(image, expansion, center_crop=center_crop), OVERLAYS)
+        return image_file(draw_overlay(image, expansion, center_crop=center_crop), OVERLAYS, jpeg=True)
     key = (image_digest(image), expansion.grid, center_crop)
     path = _OVERLAY_FILES.get(key, draw)
     return path if os.path.exists(path) else draw()  # type: ignore[arg-type]  # (a cleaned temp folder)
@@ -205,21 +220,32 @@ def panels(service: ChatService, inspection: Inspection, request: ChatRequest) -
 
 def pages_view(service: ChatService, rendered: list[tuple[ChatRequest, Inspection]]) -> dict[str, Any]:
     """The panels of a document read page by page (``rendered``: each page's request and its inspection, in page
-    order): the first page's prompt, said to be one of several; a row and a picture for every page (the message's
-    other attachments once); the first page's budget, and the document's total."""
+    order): every page's prompt, one open at a time (the first at first); a row and a picture for every page (the
+    message's other attachments once); the first page's budget, and the document's total with the pages whose own
+    request does not fit."""
     views = [panels(service, inspection, request) for request, inspection in rendered]
     first = views[0]
-    note = (f'<p class="pages-note">each page is its own request: {len(views)} requests; the prompt of '
-            f'{html.escape(item_name(rendered[0][1].items["image"][-1]))} shown, the others differ only in their page</p>')
+    note = (f'<p class="pages-note">each page is its own request: {len(views)} requests; open a page to see the '
+            'prompt its request renders (the first is open)</p>')
+    picker = "".join(
+        f'<details class="page-prompt"{" open" if i == 0 else ""}><summary>{html.escape(item_name(e))}: {e.count:,} '
+        f'tokens, its request {inspection.budget.total:,} of {inspection.budget.max_model_len:,}</summary>'
+        f'{view["prompt"]}</details>'
+        for i, (view, (_, inspection)) in enumerate(zip(views, rendered, strict=True))
+        for e in inspection.items["image"][-1:])
     table = [*first["table"], *(row for view in views[1:] for row in view["table"][-1:])]
     gallery = [*first["gallery"], *(view["gallery"][-1] for view in views[1:] if view["gallery"])]
     pages = [inspection.items["image"][-1] for _, inspection in rendered]
     tokens = sum(e.length for e in pages)
     window = rendered[0][1].budget.max_model_len
     largest = max(inspection.budget.total for _, inspection in rendered)
+    over = [e.page for e, (_, inspection) in zip(pages, rendered, strict=True)
+            if window and inspection.budget.total >= window]
+    misfit = (f"; {'pages' if len(over) > 1 else 'page'} {page_ranges(over)} do{'es' if len(over) == 1 else ''} not "
+              f"fit a request of their own (a lower dpi)" if over else "")
     total = (f'<p class="budget-documents">{len(pages)} pages, {tokens:,} tokens in all; each request '
-             f'{largest:,} of {window:,} tokens at most</p>')
-    return {**first, "prompt": note + first["prompt"], "table": table, "gallery": gallery,
+             f'{largest:,} of {window:,} tokens at most{html.escape(misfit)}</p>')
+    return {**first, "prompt": note + picker, "table": table, "gallery": gallery,
             "budget": first["budget"] + total}
 
 
@@ -291,22 +317,51 @@ class Boxes:
     """The last items placed and their picture (drawn again only when they change)."""
 
     @classmethod
-    def of(cls, spec: Any, request: ChatRequest, inspection: Inspection) -> Boxes | None:
-        """The answer's boxes where the family has a format and the conversation an image, else None."""
+    def of(cls, spec: Any, request: ChatRequest, inspection: Inspection) -> Boxes | PageBoxes | None:
+        """The answer's boxes where the family has a format and the conversation an image, else None; a document
+        read page by page: each page's (``PageBoxes``)."""
         grounding = profile.adapter(spec).grounding
+        if grounding is not None and request.each_page:
+            return PageBoxes(grounding, tuple(page for page, _ in page_requests(request)))
         images = [picture(item) for item in request.items("image")]
         expansions = inspection.items.get("image", ())
         if grounding is None or not images or not expansions or images[-1] is None:
             return None
         return cls(grounding, images[-1], expansions[-1])
 
-    def update(self, answer: str) -> tuple[str | None, list[list[Any]]]:
-        """The picture (a PNG file, None without items) and the table rows for the answer so far."""
+    def update(self, answer: str, pages: Sequence[PageFigures] = ()) -> tuple[tuple[str, ...], list[list[Any]]]:
+        """The picture (a file; none without items) and the table rows for the answer so far."""
         placed = place(self.grounding.parse(answer), self.grounding, self.image.size, self.expansion.processed_size)
         if placed != self.drawn[0]:
             self.drawn = (placed, image_file(draw_boxes(self.image, placed), OVERLAYS) if placed else None)
-        return self.drawn[1], box_rows(placed)
+        return (self.drawn[1],) if self.drawn[1] else (), box_rows(placed)
 
+
+@dataclasses.dataclass
+class PageBoxes:
+    """The boxes of a document read page by page: each page's answer's, drawn on that page in its own pixels with
+    the geometry its own request's render reported, as each answer streams; one table, each row's label after its
+    page ("page 2: 3 Title")."""
+
+    grounding: Grounding
+    """The family's box format."""
+    pages: tuple[Page, ...]
+    """The pages asked, in page order (as ``page_requests`` splits the request)."""
+    boxes: dict[int, Boxes] = dataclasses.field(default_factory=dict)
+    """Each page's boxes, once its render is known."""
+
+    def update(self, answer: str, pages: Sequence[PageFigures] = ()) -> tuple[tuple[str, ...], list[list[Any]]]:
+        """The pictures of the pages with boxes so far, in page order, and the table rows of all pages."""
+        figures: list[str] = []
+        rows: list[list[Any]] = []
+        for i, (page, part) in enumerate(zip(self.pages, pages, strict=False)):
+            if part.vision is None or not part.answer:
+                continue
+            boxes = self.boxes.setdefault(i, Boxes(self.grounding, page.image, part.vision))
+            drawn, table = boxes.update(part.answer)
+            figures += drawn
+            rows += [[f"page {page.number}: {row[0]}", *row[1:]] for row in table]
+        return tuple(figures), rows
 
 
 def _nth_frames(inspection: Inspection, index: int) -> tuple[Any, ...]:
@@ -348,6 +403,37 @@ def stats_of(done: Done) -> Stats:
                  finish_reason=done.finish_reason, prompt_tokens=done.prompt_tokens, cached_tokens=done.cached_tokens,
                  reasoning_tokens=done.reasoning_tokens, wait_s=done.wait_s, pages=len(done.pages),
                  total_s=done.total_s)
+
+
+def document_view(spec: Any, request: ChatRequest) -> Callable[[str, Sequence[PageFigures]], str]:
+    """How the chat shows the answers of ``spec`` to ``request``, as a function of the answer and its pages' parts
+    (a document read page by page): a reader's as the document it describes (its box format's ``document``; page
+    by page, each page's part under its heading), else "" (the answer as it is)."""
+    grounding = profile.adapter(spec).grounding if spec is not None else None
+    if grounding is None or grounding.document is None:
+        return lambda answer, pages: ""
+    document = grounding.document
+    if request.each_page:
+        return lambda answer, pages: composed(pages, document) if pages else ""
+    return lambda answer, pages: document(answer)
+
+
+def reading_text(adapter: Any, pages: Sequence[tuple[Expansion | None, int]]) -> str:
+    """What each page cost, for a document reader or a document's pages: text tokens out per vision token in
+    (DeepSeek-OCR's measure), per page and in all, with which vision tokens count said in a tooltip; "" where no page
+    or reader picture was read. ``pages``: each page's (or the picture's) expansion and its tokens generated."""
+    found = [(e, n) for e, n in pages if e is not None and e.modality == "image"]
+    if not found or not (adapter.tasks or any(e.page is not None for e, _ in found)):
+        return ""
+    costs = [page_cost(e, n, breaks=adapter.breaks(e.grid) if adapter.breaks else None) for e, n in found]
+    total = DocumentCost(tuple(costs))
+
+    def figure(c: Any) -> str:
+        return f"{c.text_out:,} / {c.vision_in:,} = **{c.ratio:.2f}**" if c.ratio is not None else "-"
+    each = " · ".join(f"{c.label}: {figure(c)}" for c in costs) if len(costs) > 1 else ""
+    said = html.escape(costs[0].counted, quote=True)
+    return (f'<span class="reading" title="{said}">text tokens out per vision token in: '
+            + (f"{each} · all: {figure(total)}" if each else figure(total)) + "</span>")
 
 
 def waiting_text(event: Waiting) -> str:
