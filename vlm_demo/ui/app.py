@@ -139,7 +139,11 @@ def launch_kwargs(settings: Settings | None = None, service: ChatService | None 
     pictures are served from disk besides uploads, and Gradio refuses uploads over the size limit; with ``service``
     (and the ``mcp_server`` setting on), the MCP tools for agents at ``MCP_PATH`` (the page served on ``host``)."""
     settings = settings or (service.settings if service is not None else Settings.from_env())
-    found = {"css": CSS, "js": PAGE_JS, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes}
+    found = {"css": CSS, "js": PAGE_JS, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes,
+             # Gradio's run history keeps every event's inputs and outputs (chat, panels) in the browser's storage and
+             # reads and writes all of it again at each streamed chunk: 0.3-0.8 s tasks per chunk of a document's
+             # answer after a few questions. The conversation and its export are the app's own record.
+             "run_history": False}
     if service is not None and settings.mcp_server:
         from . import mcp  # (the mcp package's imports only where its server is served)
 
