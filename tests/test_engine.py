@@ -257,6 +257,25 @@ async def test_engines_of_recent_models_stay_warm(service, engines):
     assert done.num_tokens >= 1 and engines.starts == before
 
 
+async def test_a_start_the_person_walked_away_from_is_not_the_model_used_last(service, engines):
+    """Picked, then another model picked back while its engine starts: the start ends, but a new tab opens on the
+    model picked last, and that model's engine stays first in line to be kept (before, the start's end made its
+    model the one used last)."""
+    llava, qwen = service.registry.get("tiny-llava-1.5"), service.registry.get("tiny-qwen2.5-vl")
+    await engines.get(qwen)
+    await engines.shutdown(llava.name)
+    engines.touch(llava.name)
+    start = asyncio.ensure_future(engines.get(llava))
+    while engines.progress(llava.name) is None:
+        await asyncio.sleep(0.01)
+    assert engines.current() == llava.name  # (its start counts while it is the model picked)
+    engines.touch(qwen.name)
+    assert engines.current() == qwen.name
+    await start
+    assert engines.current() == qwen.name
+    assert [name for name, _ in engines.states()][:2] == [qwen.name, llava.name]
+
+
 async def test_a_model_that_cannot_start_here_leaves_the_running_engines_alone(service, engines, settings):
     """A model this machine cannot start (a Hub checkpoint not in the cache, the Hub unreachable) is refused before
     anything stops: the engines that ran still run and answer."""

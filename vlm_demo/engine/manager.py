@@ -92,6 +92,9 @@ class EngineManager:
         """Each model whose last start failed, with why (until it starts)."""
         self._stopping: set[threading.Thread] = set()
         """Engines being stopped in the background (``_stop_in_background``)."""
+        self._used: str | None = None
+        """The local model picked or asked last (``touch``, ``get``): a start that ends after the person moved on
+        to another model is no use of its model."""
 
     def warm(self) -> None:
         """Get ready to start engines fast: the forkserver their processes come from imports torch and vLLM now, in
@@ -113,13 +116,16 @@ class EngineManager:
         return [*((name, f"starting: {p.text()}") for name, p in self._loading.items()), *ready]
 
     def touch(self, name: str) -> None:
-        """Note that ``name``'s running engine was just chosen (a person picked its model): the engine used last."""
+        """Note that a person just picked ``name``: its engine, running or starting, is the one used last."""
+        self._used = name
         if name in self._engines:
             self._engines.move_to_end(name)
 
     def current(self) -> str | None:
         """The model whose engine was used last (a start in progress counts), for a new tab to open on; None
-        when no engine runs or starts."""
+        when no engine runs or starts. A start the person walked away from (another model picked since) is not it."""
+        if self._used in self._loading or self._used in self._engines:
+            return self._used
         if self._loading:
             return next(reversed(self._loading))
         return next(reversed(self._engines), None)
@@ -160,6 +166,7 @@ class EngineManager:
             await remote.connect()  # an unreachable server raises RemoteError, and the next call asks again
             self._remote[spec.name] = remote
             return remote
+        self._used = spec.name
         engine = self._engines.get(spec.name)
         if engine is not None and not engine.dead:
             self._engines.move_to_end(spec.name)
@@ -235,6 +242,8 @@ class EngineManager:
                     self._engines[spec.name] = engine
                     self.starts += 1
                 self._engines.move_to_end(spec.name)
+                if self._used != spec.name and self._used in self._engines:  # picked while this one started: the
+                    self._engines.move_to_end(self._used)                     # one used last, the first to stay
                 return engine
         finally:
             self._loading.pop(spec.name, None)
