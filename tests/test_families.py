@@ -447,6 +447,38 @@ async def test_a_model_without_an_adapter_takes_the_pixel_names_its_docs_use(nam
         await service.inspect(request(spec.name, {"patch_size": 28}), start_engine=False)
 
 
+RACE = """
+import threading, time
+from vlm_demo import serving
+from vlm_demo.engine.startup import start_renderer, vllm_config
+from vlm_demo.settings import Settings
+settings = Settings.from_env()
+spec = serving.load_registry(settings).get("tiny-qwen2.5-vl")
+failed = []
+def run(build):
+    try:
+        build(spec, settings)
+    except Exception as exc:
+        failed.append(repr(exc)[:300])
+threads = [threading.Thread(target=run, args=(build,)) for build in (vllm_config, start_renderer)]
+for thread in threads:
+    thread.start()
+    time.sleep(0.1)
+for thread in threads:
+    thread.join()
+print("failed:", failed)
+"""
+
+
+def test_an_engine_start_and_a_renderer_begun_together_in_a_new_process_both_read_the_model():
+    """The app just launched (vLLM and transformers not imported yet): the start-up model's engine start reads its
+    config while a first question's renderer is built, 0.1 s apart, each in its own thread. Both read it (before,
+    one failed in 5 of 6 tries with "cannot import name 'PreTrainedConfig' from 'transformers'")."""
+    out = subprocess.run([sys.executable, "-c", RACE], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "failed: []" in out.stdout.splitlines(), [line for line in out.stdout.splitlines() if "failed:" in line]
+
+
 def test_the_cli_lists_controls_and_prints_no_python_warning(llava_next_dir):
     """``models --controls NAME`` lists a model's controls (a model directory with no entry of its own: its
     processor's); ``inspect --json`` carries them; a Qwen render with max_pixels (which transformers 5.19

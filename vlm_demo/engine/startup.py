@@ -6,6 +6,7 @@ and the start itself, or a renderer without an engine core built from the same c
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -107,11 +108,30 @@ def resolve_adapter(spec: ModelSpec, model_dir: str) -> Adapter:
     return found.adapter
 
 
+_IMPORTING = threading.Lock()
+
+
+def _import_vllm() -> None:
+    """Import what an engine and a renderer are built with, one thread at a time. transformers' lazy top-level module
+    is not safe to import from two threads at once: an engine's start and the panels' renderer, begun within a
+    fraction of a second of each other in a process that had imported neither (the app just launched, a question
+    while the start-up model's engine starts), failed one of them with "cannot import name 'AutoTokenizer' from
+    'transformers'" (or 'PreTrainedConfig'). Once imported, this costs nothing."""
+    with _IMPORTING:
+        import transformers
+        import vllm.engine.arg_utils
+        import vllm.renderers
+        import vllm.v1.engine.async_llm  # noqa: F401
+
+        transformers.AutoConfig, transformers.AutoProcessor, transformers.AutoTokenizer  # noqa: B018 - lazy names
+
+
 def vllm_config(spec: ModelSpec, settings: Settings, report: Any = None, weights: bool = True) -> tuple[Adapter, Any]:
     """The model's family adapter and vLLM config (what the engine and its renderer are built from);
     ``report(phase, **bytes)`` hears where it stands (an engine's start); ``weights=False``: a renderer's, for
     which a Hub checkpoint's weights are not fetched."""
     report = report or (lambda phase, **fields: None)
+    _import_vllm()
     from vllm.engine.arg_utils import AsyncEngineArgs
 
     model = model_path(spec, settings, report, weights)
@@ -137,6 +157,7 @@ def vllm_config(spec: ModelSpec, settings: Settings, report: Any = None, weights
 def start_renderer(spec: ModelSpec, settings: Settings) -> Renderer:
     """vLLM's renderer for ``spec`` without an engine: rendering and expansion only (no process,
     no weights; for work that needs nothing else, such as ``inspect`` on the command line)."""
+    _import_vllm()
     from vllm.renderers import renderer_from_config
 
     adapter, config = vllm_config(spec, settings, weights=False)
@@ -150,6 +171,7 @@ def start_engine(spec: ModelSpec, settings: Settings, report: Any = None) -> Eng
     serve; ``report(phase, **bytes)`` hears where the start stands. A failed start kills what it started and
     names the cause in one line (the engine process's own error from its log where there is one)."""
     report = report or (lambda phase, **fields: None)
+    _import_vllm()
     from vllm.v1.engine.async_llm import AsyncLLM
 
     need = int(settings.cpu_kv_cache_gib * 2**30) if not has_gpu() else 0
