@@ -75,6 +75,13 @@ def test_out_of_range_items_are_left_out():
     assert place([Found("x", box=(1, 2, 3, 4))], QWEN2_5_VL, (100, 100), None) == ()  # processed size unknown
 
 
+def test_a_box_given_the_other_way_round_is_the_rectangle_between_its_corners():
+    """[x2, y2, x1, y1] (or one axis reversed): drawn between its corners, as Qwen's cookbook draws it; random
+    weights write such boxes in most Detect answers, and the page drew nothing (CI's Detect tests waited for it)."""
+    found = [Found("back", box=(750, 1000, 250, 500)), Found("half", box=(250, 1000, 750, 500))]
+    assert [p.box for p in place(found, INTERNVL, (640, 480), None)] == [pytest.approx((160, 240, 480, 480))] * 2
+
+
 def test_drawn_where_the_box_is():
     image = make_image(400, 300)
     placed = (Placed("cat", box=(100.0, 50.0, 300.0, 250.0)), Placed("dog", point=(30.0, 280.0)))
