@@ -111,17 +111,20 @@ def resolve_adapter(spec: ModelSpec, model_dir: str) -> Adapter:
 _IMPORTING = threading.Lock()
 
 
-def _import_vllm() -> None:
+def _import_vllm(engine: bool = False) -> None:
     """Import what an engine and a renderer are built with, one thread at a time. transformers' lazy top-level module
     is not safe to import from two threads at once: an engine's start and the panels' renderer, begun within a
     fraction of a second of each other in a process that had imported neither (the app just launched, a question
     while the start-up model's engine starts), failed one of them with "cannot import name 'AutoTokenizer' from
-    'transformers'" (or 'PreTrainedConfig'). Once imported, this costs nothing."""
+    'transformers'" (or 'PreTrainedConfig'). ``engine``: the engine's client too (0.8 s more, not a renderer's
+    need). Once imported, this costs nothing."""
     with _IMPORTING:
         import transformers
         import vllm.engine.arg_utils
-        import vllm.renderers
-        import vllm.v1.engine.async_llm  # noqa: F401
+        import vllm.renderers  # noqa: F401
+
+        if engine:
+            import vllm.v1.engine.async_llm  # noqa: F401
 
         transformers.AutoConfig, transformers.AutoProcessor, transformers.AutoTokenizer  # noqa: B018 - lazy names
 
@@ -171,7 +174,7 @@ def start_engine(spec: ModelSpec, settings: Settings, report: Any = None) -> Eng
     serve; ``report(phase, **bytes)`` hears where the start stands. A failed start kills what it started and
     names the cause in one line (the engine process's own error from its log where there is one)."""
     report = report or (lambda phase, **fields: None)
-    _import_vllm()
+    _import_vllm(engine=True)
     from vllm.v1.engine.async_llm import AsyncLLM
 
     need = int(settings.cpu_kv_cache_gib * 2**30) if not has_gpu() else 0
