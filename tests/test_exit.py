@@ -14,6 +14,8 @@ import time
 import psutil
 import pytest
 
+from vlm_demo.settings import Settings
+
 from .app_harness import connect
 from .conftest import ROOT, free_port
 
@@ -23,6 +25,9 @@ pytestmark = [pytest.mark.engine, pytest.mark.server]
 MODEL = "tiny-qwen2.5-vl"
 EXIT_LIMIT_S = 5.0
 """How long a stopped app may take to exit (issue 12, item 9)."""
+GRACE_S = Settings().stop_grace_s
+"""How long the engines and the page's server may take to end on their own: the app with four engines warm on a busy
+machine exits within it (1.2-1.5 s here; 4.7 s before, when the engines collected their heaps on the way out)."""
 START_LIMIT_S = 600.0
 """How long the page and its engine may take to come up on a busy 2-core machine."""
 SPAWN_LIMIT_S = 120.0
@@ -58,11 +63,26 @@ def _running(procs: list[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
+WARM = ("tiny-llava-1.5", "tiny-smolvlm2", "tiny-qwen2-vl")
+"""The models whose engines the app stopped by SIGTERM keeps warm beside its start-up model's: four at once."""
+
+
+def _busy() -> list[subprocess.Popen]:
+    """The machine busy: a process spinning on each core (the app's engines run at its session's nice 19)."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_stopped_app_exits_cleanly(signum, tmp_path, report):
+    """Ctrl-C with one engine; SIGTERM with four warm on a busy machine (issue 44: the engines' ends, each collecting
+    its whole heap on the way out, ran past the grace at nice 19 and vLLM force-killed three of them): within the
+    grace either way, no "force killing", no process left."""
     stdout, stderr = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     port = free_port()
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp_path / "gradio")}
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp_path / "gradio"),
+           "VLM_DEMO_MAX_ENGINES": "4", "VLM_DEMO_ENGINES_MEMORY_GIB": "20"}  # (four tiny engines: about 7 GiB)
+    warm = WARM if signum == signal.SIGTERM else ()
+    hogs: list[subprocess.Popen] = []
     with open(stdout, "w") as out, open(stderr, "w") as err:
         # Files, not pipes: nobody reads while the app runs, and a full pipe would stall it. A session of its
         # own: Ctrl-C reaches a terminal's whole foreground group, engine processes included.
@@ -72,7 +92,13 @@ def test_stopped_app_exits_cleanly(signum, tmp_path, report):
         client = connect(f"http://127.0.0.1:{port}/", time.monotonic() + START_LIMIT_S, lambda: None if proc.poll() is None
                          else f"the app exited during start-up with status {proc.returncode}")
         _engine_processes(proc.pid, time.monotonic() + SPAWN_LIMIT_S)  # it starts before anyone asks for it
-        assert "ready" in client.predict(MODEL, api_name="/load_model")
+        for name in (*warm, MODEL):  # (the start-up model last: the one in use)
+            assert "ready" in client.predict(name, api_name="/load_model")
+        if warm:
+            running = client.predict(MODEL, api_name="/load_model")
+            assert all(f"Tiny {n.removeprefix('tiny-')}".lower() in running.lower() for n in WARM), running
+            hogs = _busy()
+            time.sleep(1)
         children = psutil.Process(proc.pid).children(recursive=True)
         engine = _ours(proc.pid)  # the engine's processes and the forkserver: none outlives the app
         assert len(engine) >= 3, f"an engine's two processes and their forkserver: {[p.name() for p in engine]}"
@@ -89,13 +115,17 @@ def test_stopped_app_exits_cleanly(signum, tmp_path, report):
         left = _running(engine)
         psutil.wait_procs(_running(children), timeout=10)  # the resource tracker reports (to stderr) as it ends
     finally:
+        for hog in hogs:
+            hog.kill()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     text = stderr.read_text()
-    report(f"app stopped by {signal.Signals(signum).name} exited in {elapsed:.1f} s")
+    report(f"app stopped by {signal.Signals(signum).name} with {1 + len(warm)} engine(s) warm"
+           f"{' on a busy machine' if warm else ''} exited in {elapsed:.1f} s")
     assert rc == 0, f"exit status {rc} after {elapsed:.1f} s\n{text[-3000:]}"
-    assert elapsed < EXIT_LIMIT_S, text[-3000:]
+    assert elapsed < (GRACE_S if warm else EXIT_LIMIT_S), text[-3000:]
+    assert "force killing" not in text + stdout.read_text(), text[-3000:]
     assert not left, f"engine processes still running: {[(p.pid, p.name()) for p in left]}"
     assert "Traceback" not in text, text[-3000:]
     assert "leaked" not in text, text[-3000:]
