@@ -10,12 +10,13 @@ import json
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from vlm_demo.errors import InputError
-from vlm_demo.inspector import draw_overlay, prompt_html, run_length_text, to_json
+from vlm_demo.inspector import draw_overlay, prefill_work, prompt_html, run_length_text, to_json
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Turn
 
@@ -78,6 +79,8 @@ async def test_internvl_tiles(service, image, patches):
     assert im.processed_size == (cols * 448, rows * 448)
     assert im.length == im.count + 2  # <img> ... </img>
     assert f"<IMG_CONTEXT>x{im.count}" in run_length_text(insp)
+    views = f"{tiles} views of 1 picture" if tiles > 1 else "1 picture"  # what a prefill encodes (its stats line)
+    assert prefill_work(insp) == f"{views}, {im.count:,} vision tokens, in a {insp.budget.total:,}-token prompt"
 
 
 @pytest.mark.parametrize("n_images", [1, 2])
@@ -271,6 +274,27 @@ def test_cli_errors_are_one_line(args, message):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [f"error: {result.stderr.strip().removeprefix('error: ')}"]
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--dpi", "400"], "dpi must be a whole number in 72..300 (got 400)"),
+    (["--pages", "1-x"], "--pages: pages '1-x': write pages as 1-3,7"),
+    (["--num-frames", "0"], "num_frames must be a whole number in 1..64 (got 0)"),
+    (["--mm-kwargs", "[1]"], "--mm-kwargs must be a JSON object"),
+    (["--image", "/no/such.pdf"], "cannot read /no/such.pdf"),
+])
+def test_cli_refuses_bad_arguments_before_loading_vllm(args, message):
+    """What the command line alone shows to be wrong is refused in one line within a second: before vLLM and
+    transformers load (they took 6-9 s), nothing of theirs imported."""
+    t0 = time.perf_counter()
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "vlm_demo", "inspect", "--model", "tiny-llava-1.5",
+                             "--text", "x", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    took = time.perf_counter() - t0
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert result.returncode == 1 and errors == [errors[0]] and message in errors[0], result.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert not imported & {"vllm", "transformers", "torch"}, sorted(imported & {"vllm", "transformers", "torch"})
+    assert took < 2.0, f"{took:.2f} s"  # (0.4-0.5 s here on a quiet machine; the imports above are what it holds)
 
 
 def test_embeddings_files_are_checked(settings, tmp_path):

@@ -86,12 +86,7 @@ def _request(args: argparse.Namespace, settings: Settings):
         spec = profile.spec_for_directory(registry, Path(model), trust_remote_code=args.trust_remote_code,
                                           max_model_len=args.max_model_len)
         registry, model = registry.with_model(spec), spec.name
-    try:
-        mm_kwargs = json.loads(args.mm_kwargs) if args.mm_kwargs else {}
-    except ValueError as exc:
-        raise InputError(f"--mm-kwargs is not JSON: {exc}") from None
-    if not isinstance(mm_kwargs, dict):
-        raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
+    mm_kwargs = json.loads(args.mm_kwargs) if args.mm_kwargs else {}  # (a JSON object: ``check_arguments``)
     from .registry import flat_kwargs
 
     spec = registry.get(model)
@@ -460,8 +455,44 @@ def quiet_library_warnings() -> None:
     os.environ["PYTHONWARNINGS"] = "ignore::FutureWarning,ignore::DeprecationWarning,ignore::UserWarning"
 
 
+def check_arguments(args: argparse.Namespace, settings: Settings) -> None:
+    """Refuse what the command line alone shows to be wrong (``InputError``, one line), before any library loads
+    (vLLM and transformers take seconds): a dpi or frame rate out of range, pages that are no range, a max_tokens
+    under 1, --mm-kwargs that is no JSON object, a file that is not there."""
+    from .intake.documents import check_dpi, page_numbers
+
+    if getattr(args, "dpi", None) is not None:
+        check_dpi(args.dpi)
+    if getattr(args, "pages", None):
+        page_numbers(args.pages, count=sys.maxsize, limit=sys.maxsize, name="--pages")  # (its form: 1-3,7)
+    video = {k: v for k, v in (("num_frames", getattr(args, "num_frames", None)), ("fps", getattr(args, "fps", None)))
+             if v is not None}
+    if video:
+        from .service.checks import check_media_io
+
+        check_media_io({"video": video}, settings)
+    if getattr(args, "max_tokens", None) is not None and args.max_tokens < 1:
+        raise InputError(f"--max-tokens must be at least 1 (got {args.max_tokens})")
+    if getattr(args, "mm_kwargs", None):
+        try:
+            found = json.loads(args.mm_kwargs)
+        except ValueError as exc:
+            raise InputError(f"--mm-kwargs is not JSON: {exc}") from None
+        if not isinstance(found, dict):
+            raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
+    for flag in ("image", "image_embeds", "video"):
+        for source in getattr(args, flag, None) or []:
+            if "://" not in source and not source.startswith("data:") and not Path(source).is_file():
+                raise InputError(f"cannot read {source}: No such file or directory")  # (as the intake says it)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        check_arguments(args, Settings.from_env())
+    except VlmDemoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     quiet_library_warnings()
     if args.command in ("inspect", "chat", "ground", "read", "models", "audit"):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # before vLLM is imported
