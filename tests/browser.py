@@ -82,6 +82,30 @@ CONTRAST_JS = """([root, minimum]) => {
     return bad;
 }"""
 
+SPLIT_WORDS_JS = """() => {
+  // Each number in a cell of the page's tables ("640x480", "45-435", "(268)") and each word of a header, drawn on more
+  // than one line: the words as "cell: word" (a name or token too long for its column may wrap)
+  const broken = [];
+  for (const cell of document.querySelectorAll(':is(#image-table, #boxes) :is([role=gridcell], th)')) {
+    if (!cell.getClientRects().length) continue;
+    const header = cell.tagName === 'TH';
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      for (const m of n.textContent.matchAll(/[^\\s-]+/g)) {  // (a range may break after its hyphen)
+        if (!header && !/^\\(?\\d[\\d.,x]*\\)?$/.test(m[0])) continue;
+        const r = document.createRange(); r.setStart(n, m.index); r.setEnd(n, m.index + m[0].length);
+        const tops = new Set([...r.getClientRects()].filter(b => b.width > 0).map(b => Math.round(b.top)));
+        if (tops.size > 1) broken.push(`${cell.innerText.trim().slice(0, 40)}: ${m[0]}`);
+      }
+    }
+    const cut = [cell, ...cell.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1  // a word wider than
+        && getComputedStyle(e).overflowX !== 'visible');                                            // its column, hidden
+    if (cut) broken.push(`${cell.innerText.trim().slice(0, 40)}: cut off`);
+  }
+  return broken;
+}"""
+"""The numbers of the page's tables and the words of their headers drawn across lines, and cells whose text is cut off
+(none may be)."""
 FAILURE_JS = """() => ['engine-state', 'budget', 'stats', 'message-note'].map(id => {
   const e = document.getElementById(id);
   return `#${id}: ${e ? JSON.stringify(e.innerText.trim().slice(0, 400)) : '(none)'}`;

@@ -75,6 +75,24 @@ def test_the_stats_line_shows_cache_and_reasoning():
     assert "reasoning 33 tokens" in line and "prompt 421 tokens, 256 from vLLM's prefix cache" in line
 
 
+def test_every_wait_counts():
+    """Issue 44: the stats line gives the wait the person had for the first token, split into the engine's start and
+    the prefill (it said "waited 1.9 s for the engine to start · time to first token 28.50 s" after 30.6 s of
+    "waiting for the engine"); a prefill says what the engine encodes and for how long; a streaming answer counts
+    its tokens."""
+    from vlm_demo.service import Prefilling
+    from vlm_demo.ui.views import generating_text, prefill_text
+
+    waited = stats_text(Stats(tokens=64, ttft_s=28.5, tokens_per_s=12.0, finish_reason="length", wait_s=1.9))
+    assert waited.startswith("64 tokens · first token after **30.40 s**: the engine's start 1.9 s + prefill 28.50 s")
+    assert "time to first token **0.31 s**" in stats_text(Stats(tokens=3, ttft_s=0.31, finish_reason="stop"))
+    assert prefill_text(Prefilling("tiny-deepseek-ocr", "7 views of 1 picture, 903 vision tokens, in a 960-token "
+                                   "prompt", 12.4, 1.9)) == (
+        "the engine's start 1.9 s, then prefill: the engine encodes 7 views of 1 picture, 903 vision tokens, in a "
+        "960-token prompt · **12 s** so far")
+    assert generating_text(Stats(tokens=37, tokens_per_s=12.25)) == "generating… **37** tokens · 12.2 tokens/s"
+
+
 def test_a_readers_answer_shows_as_its_document_with_the_raw_answer_one_click_away():
     """dots.ocr's JSON cells as Markdown (the title a heading, the table its HTML) in place of the answer; the raw
     answer in a collapsed block under it; the raw answer, not the view, goes back to the model."""

@@ -244,8 +244,11 @@ async def test_each_page_on_its_own_answers_every_page_in_order_and_stops_togeth
     assert [p.label for p in done.pages] == labels and all(p.tokens == 8 and not p.failed for p in done.pages)
     assert done.num_tokens == 48 and done.total_s >= max(p.done_s for p in done.pages) > 0
     assert re.findall(r"\*\*(page \d of report\.pdf)\*\*", done.answer) == labels  # each part, in page order
-    (rendered,) = [e for e in events if isinstance(e, Rendered)]  # the first page's, as its own request
-    assert [e.page for e in rendered.inspection.items["image"]] == [1]
+    (rendered,) = [e for e in events if isinstance(e, Rendered)]  # one, once every page's request has rendered
+    assert [e.page for e in rendered.inspection.items["image"]] == [1]  # the first page's, as its own request
+    assert [i.items["image"][-1].page for i in rendered.pages] == [1, 2, 3, 1, 2, 3]  # and each page's own
+    assert all(len(i.items["image"]) == 1 for i in rendered.pages)
+    assert events.index(rendered) < min(i for i, e in enumerate(events) if isinstance(e, Delta))
     assert done.prompt_tokens == 6 * len(rendered.rendered.prompt_token_ids)  # six requests of one page each
     long = dataclasses.replace(ask, sampling=Sampling(temperature=0.0, max_tokens=2048, ignore_eos=True))
     stream = service.chat(long)
@@ -293,4 +296,8 @@ async def test_a_document_read_page_by_page_exports_one_request_per_page(service
     assert "ThreadPoolExecutor(len(bodies))" in snippet
     assert f"python -m vlm_demo chat --model tiny-qwen2.5-vl --image report.pdf --pages 1,3 --dpi 72 --each-page " \
            "--text 'Read it.'" in snippet
-    assert [row[0] for row in view["table"]] == ["page 1 of report.pdf"]  # the first page's request
+    assert [row[0] for row in view["table"]] == ["page 1 of report.pdf"]  # the first page's request (no other known)
+    each = [await service.inspect(one, start_engine=False) for _, one in page_requests(request)]
+    sent = rendered_view(service, request, each[0], pages=each)  # after sending: every page's request, row, picture
+    assert [row[0] for row in sent["table"]] == ["page 1 of report.pdf", "page 3 of report.pdf"]
+    assert len(sent["gallery"]) == 2 and sent["prompt"].count('class="page-prompt"') == 2

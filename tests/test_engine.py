@@ -128,6 +128,27 @@ async def test_stopping_the_consumer_aborts_the_request(service, engines):
     assert engine.running_requests() == 0
 
 
+async def test_a_prefill_that_lasts_says_what_the_engine_encodes(service, engines, monkeypatch):
+    """Issue 44: between the engine getting a question and its first token (a reader's many views on CPU took 28 s)
+    the stream says so each ``WAITING_EVERY_S`` (here every 10 ms, so the tiny model's prefill of a large picture
+    lasts long enough): ``Prefilling`` events with what the engine encodes and the seconds so far, before any text."""
+    from vlm_demo.service import Prefilling
+    from vlm_demo.service import chat as chat_module
+
+    monkeypatch.setattr(chat_module, "WAITING_EVERY_S", 0.01)
+    request = ChatRequest(model="tiny-qwen2.5-vl", turns=(Turn("user", "Read it.", {"image": (
+        make_image(1400, 1000, seed=3),)}),), sampling=FIXED, mm_kwargs={"max_pixels": 1003520})
+    events = [e async for e in service.chat(request)]
+    assert isinstance(events[-1], Done), events[-1]
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, Delta))
+    prefill = [e for e in events[:first_text] if isinstance(e, Prefilling)]
+    assert prefill and not any(isinstance(e, Prefilling) for e in events[first_text:]), events
+    rendered = next(e for e in events if isinstance(e, Rendered))
+    tokens = rendered.inspection.items["image"][0].count
+    assert prefill[-1].what == f"1 picture, {tokens:,} vision tokens, in a {rendered.inspection.budget.total:,}-token prompt"
+    assert [e.seconds for e in prefill] == sorted(e.seconds for e in prefill) and prefill[0].model == "tiny-qwen2.5-vl"
+
+
 async def test_switching_models_ends_the_previous_engine(service, engines, monkeypatch):
     """Where only one engine fits (``max_engines`` 1): a question to a model whose engine is starting, and a switch
     to another model meanwhile (the page's picker): the question ends (its answer, or one line saying its engine was

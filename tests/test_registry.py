@@ -51,6 +51,25 @@ def test_project_registry_has_the_seed_models(registry):
     assert not registry.default(has_gpu=True).tiny
 
 
+PAGE_OF_TEXT = 1500
+"""Tokens a dense page of text takes as Markdown (500-800 words; a reader's recipe asks 4,096-16,384)."""
+
+
+def test_a_readers_max_tokens_holds_a_page_within_its_context(registry):
+    """Issue 44: each document reader's default max_tokens holds a page's text (the tiny readers had 64) and fits its
+    context beside an A4 page at its family's dpi (the real checkpoint's known count)."""
+    readers = [m for m in registry.models if profile(m).adapter.tasks]
+    assert {m.family for m in readers} >= {"dots_ocr", "paddleocr_vl", "glm_ocr", "lightonocr", "deepseek_ocr",
+                                           "deepseek_ocr2"}
+    for spec in readers:
+        known = [k for k in profile(spec).adapter.known_counts.get("image", ())
+                 if not k.mm_kwargs and 1.3 < k.size[1] / k.size[0] < 1.5]  # an A4 page, the checkpoint's own settings
+        page = max((k.count for k in known), default=0)
+        window = spec.engine_args.max_model_len
+        assert spec.sampling.max_tokens >= PAGE_OF_TEXT, (spec.name, spec.sampling.max_tokens)
+        assert window is None or page + spec.sampling.max_tokens + 64 <= window, (spec.name, page, window)
+
+
 def test_parses_typed_values():
     reg = parse(GOOD)
     m1 = reg.get("m1")

@@ -60,6 +60,10 @@ VIDEO_FPS = 2.0
 """Frames per second sampled from each video unless the request says otherwise, for families sampled by rate
 (Qwen-VL): the default of vLLM's Qwen video loaders and of the Qwen processors."""
 
+MAX_TOKENS_SLIDER = 2048
+"""The top of the page's max_tokens slider for an entry that names no context window (else the window: a reader's page
+of text takes thousands)."""
+
 DOCUMENT_DPI = 144
 """The resolution a document's pages are rasterised at unless the request or the model's family says otherwise:
 docling's (a scale of 2.0) and DeepSeek-OCR's own scripts'; an A4 page becomes 1191 x 1684 px."""

@@ -7,11 +7,12 @@ out, their ratio). Multimodal items are keyed by modality ("image", "video"). No
 expands placeholders: every number comes from what vLLM produced.
 """
 
-from .core import Budget, Expansion, Inspection, feature_runs, inspect, report_text, run_length_text, to_json
+from .core import (Budget, Expansion, Inspection, feature_runs, inspect, prefill_work, report_text, run_length_text,
+                   to_json)
 from .cost import DocumentCost, PageCost, cost_json, page_cost
 from .pictures import GROUP_COLOURS, contact_sheet, draw_overlay
 from .prompt import PROMPT_CSS, UNIFORM_TILE_FAMILIES, prompt_html, tile_counts
 
 __all__ = ["GROUP_COLOURS", "PROMPT_CSS", "UNIFORM_TILE_FAMILIES", "Budget", "DocumentCost", "Expansion",
            "Inspection", "PageCost", "contact_sheet", "cost_json", "draw_overlay", "feature_runs", "inspect",
-           "page_cost", "prompt_html", "report_text", "run_length_text", "tile_counts", "to_json"]
+           "page_cost", "prefill_work", "prompt_html", "report_text", "run_length_text", "tile_counts", "to_json"]

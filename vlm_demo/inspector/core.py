@@ -270,5 +270,27 @@ def report_text(inspection: Inspection) -> str:
     return "\n".join(lines)
 
 
+def prefill_work(inspection: Inspection) -> str:
+    """What a prefill works on, in words: the views the vision encoder runs over (a tiling family's tiles and
+    thumbnail, a video's sampled frames, else one per picture), the vision tokens they become, and the prompt
+    they sit in ("7 views of 1 picture, 903 vision tokens, in a 1,024-token prompt")."""
+    parts = []
+    for modality, found in inspection.items.items():
+        if not found:
+            continue
+        n = len(found)
+        noun = {"image": "picture"}.get(modality, modality) + ("s" if n != 1 else "")
+        if modality == "video":
+            frames = sum(e.num_frames or 0 for e in found)
+            parts.append(f"{frames} frames of {n} {noun}" if frames else f"{n} {noun}")
+            continue
+        views = sum(e.grid[0] * e.grid[1] + (1 if e.thumbnail else 0) if e.grid and e.thumbnail is not None else 1
+                    for e in found)
+        parts.append(f"{views} views of {n} {noun}" if views != n else f"{n} {noun}")
+    vision = sum(e.count for found in inspection.items.values() for e in found)  # (feature tokens, no markers)
+    prompt = f"a {inspection.budget.total:,}-token prompt"
+    return f"{' and '.join(parts)}, {vision:,} vision tokens, in {prompt}" if parts else prompt
+
+
 def _is_token(text: str) -> bool:
     return text.startswith("<") and text.endswith(">") and " " not in text

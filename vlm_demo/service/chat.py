@@ -17,14 +17,14 @@ from dataclasses import replace
 from .. import profile
 from ..engine import Availability, EngineManager, RenderedPrompt, Renderer
 from ..errors import InputError, VlmDemoError
-from ..inspector import Inspection, inspect
+from ..inspector import Inspection, inspect, prefill_work
 from ..intake import Page
 from ..registry import Registry, Sampling
 from ..settings import WAITING_EVERY_S, Settings
 from .checks import check_mm_kwargs, check_request, sent_media_io
 from .detect import detect_sampling
-from .pages import each_page
-from .requests import ChatRequest, Delta, Done, Event, Failed, Rendered, Waiting, to_openai_messages
+from .pages import each_page, page_requests
+from .requests import ChatRequest, Delta, Done, Event, Failed, Prefilling, Rendered, Waiting, to_openai_messages
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,18 @@ class ChatService:
         found = profile.profile(self.registry.get(request.model))
         check_request(request, found, self.settings)
         return found
+
+    def check(self, request: ChatRequest) -> None:
+        """What refuses ``request`` before anything is rendered (``InputError``, one line): the limits (page by page,
+        each page's own request) and a model whose engine cannot start here. Reads files and memory: run it in a
+        worker thread."""
+        for one in [one for _, one in page_requests(request)] if request.each_page else [request]:
+            self.validate(one)
+        spec = self.registry.get(request.model)
+        if not spec.remote and self.engines.running(spec) is None:
+            found = self.availability(request.model)
+            if not found.runnable:
+                raise InputError(f"{spec.label} cannot start here: {found.reason}")
 
     async def controls(self, name: str) -> profile.Profile:
         """The model's profile with its controls known: for an entry that offers none, its processor's
@@ -149,7 +161,8 @@ class ChatService:
                 engine = engine or await self.engines.get(found.spec)
                 t0 = time.perf_counter()
                 rendered, sampling, inspection = await self._prepare(found, engine, request)
-                events = self._answer(engine, rendered, sampling, t0, announce=inspection or request)
+                events = self._answer(engine, rendered, sampling, t0, announce=inspection or request,
+                                      model=found.spec.name)
             async with contextlib.aclosing(events):  # closed early (Stop, a closed tab): the request is aborted
                 async for event in events:
                     yield event
@@ -164,7 +177,8 @@ class ChatService:
         spec = found.spec
         renderer = await self.engines.renderer(spec)
         rendered, sampling, inspection = await self._prepare(found, renderer, request)
-        yield Rendered(rendered, inspection or self._inspect(renderer, rendered, request), sampling)
+        inspection = inspection or self._inspect(renderer, rendered, request)
+        yield Rendered(rendered, inspection, sampling)
         t_wait = sent if sent is not None else time.perf_counter()
         start = asyncio.ensure_future(self.engines.get(spec))
         while not start.done():
@@ -173,26 +187,35 @@ class ChatService:
             await asyncio.wait({start}, timeout=WAITING_EVERY_S)
         engine = start.result()
         waited = time.perf_counter() - t_wait
-        async with contextlib.aclosing(self._answer(engine, rendered, sampling, time.perf_counter(),
-                                                    waited=waited)) as events:
+        async with contextlib.aclosing(self._answer(engine, rendered, sampling, time.perf_counter(), waited=waited,
+                                                    work=inspection, model=spec.name)) as events:
             async for event in events:
                 yield event
 
     async def _answer(self, engine: Renderer, rendered: RenderedPrompt, sampling: Sampling, t0: float,
-                      waited: float = 0.0, announce: Inspection | ChatRequest | None = None) -> AsyncIterator[Event]:
+                      waited: float = 0.0, announce: Inspection | ChatRequest | None = None,
+                      work: Inspection | None = None, model: str = "") -> AsyncIterator[Event]:
         """The answer to ``rendered`` as ``Delta`` events, then ``Done``; ``announce``: a ``Rendered`` first (with
         this inspection, or one made here of this request's render). The request goes to the engine first; the
         inspection and the consumer's handling of ``Rendered`` (the UI draws its panels) then overlap the prefill
-        instead of delaying it. Closing the stream early aborts the engine request (the stream's own cleanup)."""
+        instead of delaying it. A prefill that lasts says so each ``WAITING_EVERY_S`` (``Prefilling``: what the
+        engine encodes, from ``work`` or the announced inspection). Closing the stream early aborts the engine
+        request (the stream's own cleanup)."""
         stream = engine.stream(rendered, sampling)
         first = asyncio.ensure_future(anext(stream, None))
         await asyncio.sleep(0)  # the request task takes its first step (input processing) before the inspection
         answer, reasoning, n, n_reasoning, t_first, finish, cached = "", "", 0, 0, 0.0, None, 0
         try:
             if announce is not None:
-                inspection = announce if isinstance(announce, Inspection) else self._inspect(engine, rendered, announce)
-                yield Rendered(rendered, inspection, sampling)
-            delta = await first
+                work = announce if isinstance(announce, Inspection) else self._inspect(engine, rendered, announce)
+                yield Rendered(rendered, work, sampling)
+            while not first.done():  # a long prefill (a reader's many views on CPU): what the engine works on
+                await asyncio.wait({first}, timeout=WAITING_EVERY_S)
+                if not first.done():
+                    yield Prefilling(model, prefill_work(work) if work is not None else
+                                     f"a {len(rendered.prompt_token_ids):,}-token prompt", time.perf_counter() - t0,
+                                     waited)
+            delta = first.result()
             while delta is not None:
                 if n == 0 and delta.num_tokens:
                     t_first = time.perf_counter()

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..intake import Page
-from .requests import ChatRequest, Delta, Done, Event, Failed, PageFigures, Rendered, Turn, Waiting
+from .requests import ChatRequest, Delta, Done, Event, Failed, PageFigures, Prefilling, Rendered, Turn, Waiting
 
 
 def page_requests(request: ChatRequest) -> list[tuple[Page, ChatRequest]]:
@@ -55,6 +55,13 @@ class _Part:
                            self.vision, self.answer)
 
 
+def _all_rendered(renders: dict[int, Rendered | None]) -> Rendered:
+    """Every page's render in one event: the first rendered page's, with each page's inspection in page order."""
+    first = next(r for _, r in sorted(renders.items()) if r is not None)
+    return dataclasses.replace(first, pages=tuple(
+        r.inspection if r is not None else None for _, r in sorted(renders.items())))
+
+
 def composed(pages: Sequence[PageFigures], body: Callable[[str], str] | None = None) -> str:
     """The document's answer as the chat shows it: each page's heading (its figures once done) and its answer, in
     page order; ``body``: how an answer shows (a reader's as the document it describes), else as it is."""
@@ -68,8 +75,9 @@ def composed(pages: Sequence[PageFigures], body: Callable[[str], str] | None = N
 
 async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIterator[Event]]) -> AsyncIterator[Event]:
     """The answers to ``request``'s pages, each asked on its own with ``ask`` (the service's one-request stream) and
-    all at once: the first page's ``Rendered`` and ``Waiting`` events (every page's render is vLLM's, as its own
-    request gets it), then ``Delta`` events whose ``answer`` is the document's so far (``composed``), then ``Done``
+    all at once: one ``Rendered`` once every page's request has rendered (or was refused), with every page's
+    inspection (``Rendered.pages``; each page's render is vLLM's, as its own request gets it), the first page's
+    ``Waiting`` and ``Prefilling`` events after it, then ``Delta`` events whose ``answer`` is the document's so far (``composed``), then ``Done``
     with the totals: tokens of all pages, tokens/s over the whole read, time to first token of the first page to
     start, and per page its figures (``Done.pages``). A page that fails is said in its part; all failing is
     ``Failed``."""
@@ -90,6 +98,8 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
 
     tasks = [asyncio.ensure_future(pump(i, one)) for i, (_, one) in enumerate(split)]
     first_token, waited, open_streams = 0.0, 0.0, len(tasks)
+    renders: dict[int, Rendered | None] = {}
+    """Each page's render (None: refused before it), until all are there and said in one ``Rendered``."""
     try:
         while open_streams:
             i, event = await queue.get()
@@ -99,15 +109,23 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
             if event is None:
                 open_streams -= 1
                 continue
-            if isinstance(event, Rendered | Waiting):
-                if isinstance(event, Rendered):
-                    part.vision = event.inspection.items["image"][-1]
-                if i == 0:
-                    waited = event.waited_s if isinstance(event, Waiting) else waited
+            if isinstance(event, Rendered):
+                part.vision = event.inspection.items["image"][-1]
+                renders[i] = event
+                if len(renders) == len(parts):
+                    yield _all_rendered(renders)
+                continue
+            if isinstance(event, Waiting | Prefilling):
+                if i == 0 and len(renders) == len(parts):
+                    waited = event.waited_s
                     yield event
                 continue
             if isinstance(event, Failed):
                 part.failed, part.done_s = event.message, time.perf_counter() - t0
+                if i not in renders:  # refused before its render
+                    renders[i] = None
+                    if len(renders) == len(parts) and any(renders.values()):
+                        yield _all_rendered(renders)
             elif isinstance(event, Delta):
                 if event.num_tokens and not first_token:
                     first_token = time.perf_counter()
@@ -119,6 +137,8 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
                                                                            event.ttft_s, event.tokens_per_s)
                 part.done, part.done_s = event, time.perf_counter() - t0
                 waited = max(waited, event.wait_s)
+            if len(renders) < len(parts):  # (the answer follows the one ``Rendered``)
+                continue
             tokens = sum(p.tokens for p in parts)
             now = time.perf_counter()
             rate = (tokens - 1) / (now - first_token) if first_token and tokens > 1 and now > first_token else 0.0

@@ -70,6 +70,9 @@ class Rendered:
     """The inspector's view of ``rendered``."""
     sampling: Sampling | None = None
     """The sampling the engine gets (``max_tokens`` cut to the room left, Detect mode's grammar)."""
+    pages: tuple[Inspection | None, ...] = ()
+    """A document read page by page: every page's own request's inspection, in page order (None for a page
+    refused before its render); ``rendered`` and ``inspection`` are the first rendered page's. Empty otherwise."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,21 @@ class Waiting:
     """Where the start stands, in words, with its time so far."""
     waited_s: float
     """Seconds this request has waited so far."""
+
+
+@dataclass(frozen=True)
+class Prefilling:
+    """The engine has the request and no token has come yet: it encodes the request's pictures (every view or
+    frame of them) and reads its prompt. Said once a second after the first (a quick prefill says nothing)."""
+
+    model: str
+    """Registry name of the model."""
+    what: str
+    """What the engine works on, in words ("7 views of 1 picture, 903 vision tokens, in a 1,024-token prompt")."""
+    seconds: float
+    """Seconds since the engine got the request."""
+    waited_s: float = 0.0
+    """Seconds the request waited for the engine to start before that (0 where it was running)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +189,7 @@ class Failed:
     """What to tell the user."""
 
 
-Event = Rendered | Waiting | Delta | Done | Failed
+Event = Rendered | Waiting | Prefilling | Delta | Done | Failed
 
 
 def to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:

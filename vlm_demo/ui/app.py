@@ -9,10 +9,10 @@ import gradio as gr
 
 from ..service import ChatService
 from ..settings import Settings
-from .contract import (API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, EXPORT_OUTPUTS, INSPECT_OUTPUTS, RENDER_OUTPUTS,
+from .contract import (API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, INSPECT_OUTPUTS, PANEL_OUTPUTS, RENDER_OUTPUTS,
                        endpoint_inputs)
 from .handlers import Handlers
-from .layout import ASSETS, CSS, Page, layout
+from .layout import ASSETS, CSS, HEAD, Page, layout
 from .server import tuned, without_matplotlib_lookups
 
 
@@ -23,9 +23,10 @@ def wire(page: Page, on: Handlers) -> None:
         return page.inputs(endpoint_inputs(api_name, page.controls.kwargs))
     # (Stop, the conversation and the render: not in the API)
     chat_outputs = [*page.out(CHAT_OUTPUTS), page.stop_btn, page.conversation, page.rendered]
-    # An answer's progress, and an error that ends it, show on the stats line alone: an error status over the chat
-    # would hide the conversation (and the failed answer's note in it) behind Gradio's "Error" until the next event
-    answering = {"show_progress_on": [page.stats]}
+    # An answer's progress is the stats line's own text (rendering, the engine's start, the prefill, the tokens so far),
+    # and an error that ends it is its toast and the note beside the box: Gradio's progress and "Error" over the chat
+    # would hide the conversation (and a failed answer's note in it), over the stats line the line itself
+    answering = {"show_progress": "hidden"}
     chat_event = page.message.submit(on.submit, None, chat_outputs, api_name="chat", inputs_kwargs=named("chat"),
                                      **answering)
     chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
@@ -37,8 +38,7 @@ def wire(page: Page, on: Handlers) -> None:
     # An answer's render: its panels in their own event (not repeated in every streamed update), the box cleared
     page.rendered.change(on.panels, page.rendered, page.out(RENDER_OUTPUTS), api_name="panels",
                          concurrency_limit=None, show_progress_on=[page.prompt])  # never behind the answers
-    page.rendered.change(lambda rendered: None if rendered[1] else gr.skip(), page.rendered, page.message,
-                         api_name=False, queue=False)
+    page.rendered.change(message_box, page.rendered, page.message, api_name=False, queue=False)
     # Stop ends the answer's stream, which shows the answer as stopped itself (Gradio's cancellation of the event
     # would leave its outputs marked "Error" on the page)
     page.stop_btn.click(on.stop, None, page.stop_btn, api_name="stop", queue=False)
@@ -50,20 +50,22 @@ def wire(page: Page, on: Handlers) -> None:
     page.undo_btn.click(on.undo, page.conversation, [*page.out(API_OUTPUTS["undo"]), page.conversation],
                         api_name="undo", show_progress_on=[page.chat]).then(on.follow, None, inspect_outputs,
                                                                             api_name=False, **inspecting)
-    # Files attached are checked at once: a refused one leaves the box, the note beside it says why
-    page.message.change(on.attachments, [page.message, page.message_note], [page.message, page.message_note],
-                        api_name=False, queue=False, show_progress="hidden", trigger_mode="always_last")
-    page.task.input(on.task, [page.task, page.model, page.message], page.message, api_name=False, queue=False,
-                    show_progress="hidden")  # a reader's task: its prompt into the message box
+    # Files attached are checked at once (a refused one leaves the box, the note beside it says why), and the panels
+    # follow what is attached, as they follow a control (one render for the latest state: ``always_last``)
+    page.message.change(on.attachments, None, [page.message, page.message_note, *page.out(PANEL_OUTPUTS)],
+                        inputs_kwargs=named("inspect"), api_name=False, queue=False, show_progress="hidden",
+                        trigger_mode="always_last")
+    page.task.input(on.task, [page.task, page.model, page.message], [page.message, page.message_note], api_name=False,
+                    queue=False, show_progress="hidden")  # a reader's task: its prompt into the message box
     page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.conversation], api_name="clear",
                          show_progress_on=[page.chat])
     page.inspect_btn.click(on.inspect, None, inspect_outputs, api_name="inspect", **inspecting)
     gr.api(on.document_cost, api_name="document_cost")  # what a PDF will cost, for a program (an agent's tool)
     for control in page.controls.components:  # a slider on release (Enter in its box too), a checkbox on a click,
         # the pages box on Enter or on leaving it changed
-        moved = ([(control.input, on.inspect)] if isinstance(control, gr.Checkbox) else
-                 [(control.submit, on.inspect), (control.blur, on.left)] if isinstance(control, gr.Textbox) else
-                 [(control.release, on.inspect)])
+        moved = ([(control.input, on.moved)] if isinstance(control, gr.Checkbox) else
+                 [(control.submit, on.moved), (control.blur, on.left)] if isinstance(control, gr.Textbox) else
+                 [(control.release, on.moved)])
         for event, handler in moved:
             event(handler, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
     # A switch: the new model's controls, sampling, Detect, Compare's pickers and "starting" at once (property
@@ -82,6 +84,13 @@ def wire(page: Page, on: Handlers) -> None:
         picker.change(side.updates, picker, side.components, api_name=False, queue=False, show_progress="hidden")
     page.compare_btn.click(on.compare, None, page.out(COMPARE_OUTPUTS), api_name="compare",
                            inputs_kwargs=named("compare"))
+
+
+def message_box(rendered: tuple[int, Any]) -> Any:
+    """The message box as an answer's render changed it (``Page.rendered``): emptied once the engine has the question
+    (True), the question put back where only the engine could refuse it (the box's value), else left as it is."""
+    box = rendered[1]
+    return None if box is True else box if isinstance(box, dict) else gr.skip()
 
 
 def build_page(service: ChatService, default_model: str) -> tuple[gr.Blocks, Page]:
@@ -139,7 +148,7 @@ def launch_kwargs(settings: Settings | None = None, service: ChatService | None 
     pictures are served from disk besides uploads, and Gradio refuses uploads over the size limit; with ``service``
     (and the ``mcp_server`` setting on), the MCP tools for agents at ``MCP_PATH`` (the page served on ``host``)."""
     settings = settings or (service.settings if service is not None else Settings.from_env())
-    found = {"css": CSS, "js": PAGE_JS, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes,
+    found = {"css": CSS, "js": PAGE_JS, "head": HEAD, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes,
              # Gradio's run history keeps every event's inputs and outputs (chat, panels) in the browser's storage and
              # reads and writes all of it again at each streamed chunk: 0.3-0.8 s tasks per chunk of a document's
              # answer after a few questions. The conversation and its export are the app's own record.

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import profile
 from ..service import video_sampling
-from ..settings import DOCUMENT_DPI, VIDEO_FPS, VIDEO_NUM_FRAMES
+from ..settings import DOCUMENT_DPI, MAX_TOKENS_SLIDER, VIDEO_FPS, VIDEO_NUM_FRAMES
 
 PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
 """The prompt and expansion panels."""
@@ -20,8 +20,9 @@ its files checked, in a worker thread), and an output left out of an update cost
 update rebuilds its configuration), so the panels of the same render have their own event (``/panels``)."""
 RENDER_OUTPUTS = (*PANEL_OUTPUTS, "export_json", "export_curl", "export_py")
 """What ``/panels`` returns: the panels and Export of the render the session's last answer was generated from."""
-INSPECT_OUTPUTS = (*PANEL_OUTPUTS, "stats")
-"""What ``/inspect`` returns, in this order."""
+INSPECT_OUTPUTS = (*PANEL_OUTPUTS, "stats", "message_note")
+"""What ``/inspect`` returns, in this order (``message_note``: why the message could not be sent as it stands, "" where
+it can)."""
 COMPARE_OUTPUTS = ("compare_a", "compare_a_gallery", "compare_b", "compare_b_gallery")
 """What ``/compare`` returns, in this order."""
 EXPORT_OUTPUTS = ("export_json", "export_curl", "export_py")
@@ -121,6 +122,12 @@ def document_defaults(spec: Any) -> dict[str, Any]:
     """Where the document controls start for ``spec``: its family's DPI where its checkpoint documents one, every
     page."""
     return {"dpi": profile.adapter(spec).document_dpi or DOCUMENT_DPI, "pages": "", "each_page": False}
+
+
+def max_tokens_limit(spec: Any) -> int:
+    """The top of the max_tokens slider for ``spec``: its context window (an answer cannot be longer; the service cuts
+    a request's to the room its prompt leaves), or ``MAX_TOKENS_SLIDER`` where the entry does not say."""
+    return max(spec.engine_args.max_model_len or MAX_TOKENS_SLIDER, spec.sampling.max_tokens)
 
 
 def reader_tasks(spec: Any) -> list[str]:

@@ -26,6 +26,23 @@ def user_error(message: str) -> gr.Error:
     return gr.Error(message, print_exception=False)
 
 
+def from_the_page(request: gr.Request | None) -> bool:
+    """Whether an event comes from the page itself (a person), not from a program (``gradio_client``: "api", an MCP
+    tool: "mcp"): Gradio 6.31's page sends its own events with the header ``x-gradio-user: app``."""
+    headers = getattr(request, "headers", None) or {}
+    return headers.get("x-gradio-user") == "app"
+
+
+def refuse(request: gr.Request | None, message: str) -> None:
+    """Tell of a refusal: to a program, the one-line error its call raises (``user_error``); to a person at the page,
+    a toast that is no error (``gr.Warning``), beside what the page already says in place (the note by the message
+    box, the prompt panel): an error ends the event with "Error" over each of its outputs, which hid those very notes
+    until another event reached them."""
+    if not from_the_page(request):
+        raise user_error(message)
+    gr.Warning(message)
+
+
 
 def typed_input(component: Any, kind: str) -> Any:
     """``component`` (a slider or checkbox) taking its API input as it is, type-checked: a value of the wrong

@@ -23,11 +23,11 @@ from ..service.audit import Auditor
 from ..service.costs import DEFAULT_QUESTION, document_cost
 from ..settings import ATTACHMENTS_CHECKED, PAGE_RENDERS_KEPT, STATUS_EVERY_S
 from .chat_request import chat_request, read_message
-from .contract import RENDER_OUTPUTS, has_grounding, reader_tasks, task_prompt
-from .controls import Controls, user_error
+from .contract import RENDER_OUTPUTS, has_grounding, max_tokens_limit, reader_tasks, task_prompt
+from .controls import Controls, from_the_page, refuse, user_error
 from .layout import Page
 from .stream import STOP_OFF, Answers
-from .views import audit_html, pages_view, panels, refusal_text, rendered_view, state_text
+from .views import audit_html, pages_view, panels, refusal_text, rendered_view, state_text, unsendable
 
 
 class Handlers:
@@ -51,6 +51,15 @@ class Handlers:
         """Per session, the control values of the latest of those renders (a box left unchanged renders nothing)."""
         self._checked: dict[str, str] = {}
         """Files attached to the message box, checked: why each was refused ("" where it was not)."""
+        self._attached: dict[str, tuple[str, ...]] = {}
+        """Per session, the files of the message box the panels were last rendered with (a keystroke renders
+        nothing; a file attached, replaced or removed renders the panels)."""
+        self._refused: dict[str, str] = {}
+        """Per session, the note on the files refused from the message box (until the message is sent)."""
+        self._task_notes: dict[str, str] = {}
+        """Per session, what the reader's task picked says beside the box (a task that sends no text)."""
+        self._problems: dict[str, str] = {}
+        """Per session, why the message as last rendered could not be sent ("" where it can)."""
 
     def request(self, model: str, turns: Sequence[Turn], system: str, sampling: Sequence[Any],
                 controls: Mapping[str, Any], control_set: Controls | None = None) -> ChatRequest:
@@ -69,7 +78,8 @@ class Handlers:
             return self.page.values(prompt="", runs="", table=[], gallery=[], budget="", export_json="",
                                     export_curl="", export_py="")
         if render.view is None:  # drawn once, in a worker thread
-            view = await asyncio.to_thread(rendered_view, self.service, render.request, render.inspection)
+            view = await asyncio.to_thread(rendered_view, self.service, render.request, render.inspection,
+                                           render.pages)
             if self.registry.get(render.request.model).remote:  # the server's render held to the reference's
                 view["prompt"] = audit_html(await self.audit(render.request)) + view["prompt"]
             render.view = view
@@ -90,15 +100,14 @@ class Handlers:
 
     async def submit(self, request: gr.Request, *, message, conversation, model, system, temperature, top_p,
                      max_tokens, seed, urls, detect, **controls):
-        """Ask the message (the ``/chat`` API)."""
+        """Ask the message (the ``/chat`` API). What can be refused before anything is rendered (an attachment, a
+        limit, a model that cannot start here) is refused at once: the note beside the box says why, and the
+        question, its attachments and the panels stay as they are."""
         marks = {"handler": time.time()}
         sent = time.perf_counter()
+        session = _session(request)
         try:
             user, shown = await read_message(message, urls, self.settings, self.page.controls.documents(controls))
-        except VlmDemoError as exc:  # an attachment or URL refused: said beside the box, the question stays in it
-            yield {self.page.message_note: f"**refused**: {exc}"}
-            raise user_error(str(exc)) from None
-        try:
             marks["read"] = time.time()
             before = _conversation(conversation).settled()
             asked = self.request(model, (*before.turns(), user), system, (temperature, top_p, max_tokens, seed),
@@ -108,10 +117,16 @@ class Handlers:
                 asked = detect_request(asked, self.registry.get(model), detect)
                 user = asked.turns[-1]
                 shown = (*shown[:-1], user.text + shown[-1][len(typed):])  # as the model gets it (URL lines kept)
-        except VlmDemoError as exc:
-            raise user_error(str(exc)) from None
-        async for update in self.answers.answer(before, Exchange(user, shown), asked, clear_box=True,
-                                                session=request.session_hash, marks=marks, sent=sent):
+            await asyncio.to_thread(self.service.check, asked)
+        except VlmDemoError as exc:  # refused in place: said beside the box, the question stays in it
+            yield {self.page.message_note: f"**not sent**: {exc}"}
+            refuse(request, str(exc))
+            return
+        self._refused.pop(session, None)  # (the notes on files refused and on the task go with the question)
+        self._task_notes.pop(session, None)
+        self._attached[session] = ()  # the box is emptied once the question is rendered: nothing to render then
+        async for update in self.answers.answer(before, Exchange(user, shown), asked, box=_box(message),
+                                                session=session, marks=marks, sent=sent, caller=request):
             yield update
 
     async def retry(self, request: gr.Request, *, conversation, model, system, temperature, top_p, max_tokens,
@@ -124,16 +139,20 @@ class Handlers:
         try:
             before, exchange = _conversation(conversation).retry()
         except ValueError:
-            raise user_error("nothing to retry yet") from None
+            refuse(request, "nothing to retry yet")
+            return
         try:
             asked = self.request(model, (*before.turns(), exchange.user), system,
                                  (temperature, top_p, max_tokens, seed), controls)
             if (detect or "").strip():  # the same question, its answer held to the family's grammar
                 asked = dataclasses.replace(asked, detect=detect.strip())
+            await asyncio.to_thread(self.service.check, asked)
         except VlmDemoError as exc:
-            raise user_error(str(exc)) from None
-        async for update in self.answers.answer(before, exchange, asked, clear_box=False,
-                                                session=request.session_hash, marks=marks, sent=sent):
+            yield {self.page.message_note: f"**not sent**: {exc}"}
+            refuse(request, str(exc))
+            return
+        async for update in self.answers.answer(before, exchange, asked, session=request.session_hash, marks=marks,
+                                                sent=sent, caller=request):
             yield update
 
     def stop(self, request: gr.Request) -> Any:
@@ -178,9 +197,33 @@ class Handlers:
 
     async def inspect(self, request: gr.Request, *, message, conversation, model, system, urls,
                       **controls) -> dict[Any, Any]:
-        """Render and expand without generating (the ``/inspect`` API; the controls call it as they move). Two
-        controls moved one after the other (a box left for a slider's box) render at once; a render that ends
-        after a later one of the same session has been shown is dropped, so the panels show the last move."""
+        """Render and expand without generating (the ``/inspect`` API and Inspect only): a refusal is the API's error
+        (on the page: said in the panel and beside the box, and a toast). Two renders asked one after the other render
+        at once; a render that ends after a later one of the same session has been shown is dropped, so the panels
+        show the last ask."""
+        return await self._latest(request, message, conversation, model, system, urls, controls, quiet=False)
+
+    async def moved(self, request: gr.Request, *, message, conversation, model, system, urls,
+                    **controls) -> dict[Any, Any]:
+        """A control moved: the panels render again as ``inspect`` does; what would refuse the message as it stands
+        (a page outside the document, too many pages, no room in the context) is said in the panel and beside the
+        box, not as an error."""
+        return await self._latest(request, message, conversation, model, system, urls, controls, quiet=True)
+
+    async def left(self, request: gr.Request, *, message, conversation, model, system, urls,
+                   **controls) -> dict[Any, Any]:
+        """A box left (the pages box): rendered as ``moved`` does where its value differs from the session's last
+        render; else nothing (Enter in it rendered already, and a click on Clear or Undo, which leaves it, would
+        render the conversation as it was before them, over the panels of the conversation as it is)."""
+        if self._controls.get(_session(request)) == controls:
+            return gr.skip()
+        return await self.moved(request, message=message, conversation=conversation, model=model, system=system,
+                                urls=urls, **controls)
+
+    async def _latest(self, request: gr.Request, message, conversation, model, system, urls,
+                      controls: Mapping[str, Any], quiet: bool) -> dict[Any, Any]:
+        """The panels of the session's latest render (see ``inspect``); ``quiet`` (a control moved, a file attached, a
+        switch): a refusal is said in place, nothing to render empties the panels."""
         session = _session(request)
         serial = self._inspects[session] = self._inspects.pop(session, 0) + 1  # (re-inserted: the most recent last)
         self._controls[session] = dict(controls)
@@ -189,44 +232,68 @@ class Handlers:
             del self._inspects[oldest]
             self._shown.pop(oldest, None)
             self._controls.pop(oldest, None)
+            self._problems.pop(oldest, None)
+            self._refused.pop(oldest, None)
+            self._attached.pop(oldest, None)
+            self._task_notes.pop(oldest, None)
+        said = quiet or from_the_page(request)
         try:
-            view = await self._inspect(message, conversation, model, system, urls, controls, quiet=False)
+            view = await self._shown_view(session, message, conversation, model, system, urls, controls, quiet, said)
         except VlmDemoError as exc:
             if self._shown.get(session, 0) > serial:
                 return gr.skip()
+            self._problems[session] = str(exc)
             raise user_error(str(exc)) from None
         if self._shown.get(session, 0) > serial:
             return gr.skip()
         self._shown[session] = serial
+        if said and not quiet and self._problems.get(session):  # Inspect only, on the page: a toast too
+            gr.Warning(self._problems[session])
         return view
 
-    async def left(self, request: gr.Request, *, message, conversation, model, system, urls,
-                   **controls) -> dict[Any, Any]:
-        """A box left (the pages box): rendered as ``inspect`` does where its value differs from the session's last
-        render; else nothing (Enter in it rendered already, and a click on Clear or Undo, which leaves it, would
-        render the conversation as it was before them, over the panels of the conversation as it is)."""
-        if self._controls.get(_session(request)) == controls:
-            return gr.skip()
-        return await self.inspect(request, message=message, conversation=conversation, model=model, system=system,
-                                  urls=urls, **controls)
+    async def _shown_view(self, session: str, message, conversation, model, system, urls,
+                          controls: Mapping[str, Any], quiet: bool, said: bool) -> dict[Any, Any]:
+        """The panels of the inspected conversation and, beside the box, why its message could not be sent as it
+        stands ("" where it can); ``quiet``: nothing to render empties the panels (else the stats line asks for a
+        question); ``said``: a refusal is said in the prompt panel and beside the box (raised otherwise)."""
+        try:
+            view, problem = await self._inspect(message, conversation, model, system, urls, controls, quiet)
+        except VlmDemoError as exc:
+            if not said:
+                raise
+            view = self.page.values(prompt=f'<p class="render-note">{html.escape(str(exc))}</p>', runs="",
+                                    table=[], gallery=[], budget="")
+            problem = str(exc)
+        self._problems[session] = problem
+        return view | {self.page.message_note: self._note(session)}
+
+    def _note(self, session: str) -> str:
+        """The note beside the message box: the files refused from it (until the message is sent) and why the
+        message as it stands could not be sent."""
+        said = [self._task_notes.get(session, ""), self._refused.get(session, ""),
+                f"**cannot be sent**: {problem}" if (problem := self._problems.get(session)) else ""]
+        return " · ".join(s for s in said if s)
 
     async def _inspect(self, message, conversation, model, system, urls, controls: Mapping[str, Any],
-                       quiet: bool) -> dict[Any, Any]:
-        """The panels of the inspected conversation; ``quiet`` (``follow``): nothing to render empties the panels
-        (else the stats line asks for a question). A refusal is raised as it is."""
+                       quiet: bool) -> tuple[dict[Any, Any], str]:
+        """The panels of the inspected conversation, and why the message could not be sent as it stands (no room
+        in the context; "" where it can); ``quiet``: nothing to render empties the panels (else the stats line asks
+        for a question). A refusal is raised as it is."""
         turns = await self.to_inspect(message, conversation, urls, self.page.controls.documents(controls))
         if not turns:
             if quiet:
-                return self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
-            return self.page.values(stats="add an image or a question to inspect")
+                return self.page.values(prompt="", runs="", table=[], gallery=[], budget=""), ""
+            return self.page.values(stats="add an image or a question to inspect"), ""
         request = self.request(model, turns, system, (0.0, 1.0, 1, None), controls)
         if request.each_page:  # each page's own request, as each will be sent
             rendered = [(one, await self.service.inspect(one, start_engine=False)) for _, one in page_requests(request)]
             view = await asyncio.to_thread(pages_view, self.service, rendered)
+            inspections = [inspection for _, inspection in rendered]
         else:
             inspection = await self.service.inspect(request, start_engine=False)  # not waiting for an engine start
             view = await asyncio.to_thread(panels, self.service, inspection, request)
-        return self.page.values(**view | {"gallery": opened(view["gallery"])})
+            inspections = [inspection]
+        return self.page.values(**view | {"gallery": opened(view["gallery"])}), unsendable(inspections)
 
     async def compare(self, *, message, conversation, urls, model_a, model_b, **controls) -> list[Any]:
         """Inspect the same conversation under two models or settings (the ``/compare`` API; ``controls``: both
@@ -313,20 +380,25 @@ class Handlers:
             await asyncio.sleep(0)  # the start takes its first step: its progress is there
         return {**dict(zip(page.controls.components, page.controls.updates(name), strict=True)),
                 page.temperature: spec.sampling.temperature, page.top_p: spec.sampling.top_p,
-                page.max_tokens: spec.sampling.max_tokens, page.detect: gr.update(visible=has_grounding(spec)),
+                page.max_tokens: gr.update(value=spec.sampling.max_tokens, maximum=max_tokens_limit(spec)),
+                page.detect: gr.update(visible=has_grounding(spec)),
                 page.task: gr.update(choices=reader_tasks(spec), value=None, visible=bool(reader_tasks(spec))),
                 page.model_a: name, page.model_b: name,
                 page.engine_state: state_text(self.service, name, starting=True),
                 page.timer: gr.Timer(STATUS_EVERY_S[0]), page.current: name, page.model_note: ""}
 
-    def task(self, task: str | None, model: str, message: Any) -> Any:
+    def task(self, request: gr.Request, task: str | None, model: str, message: Any) -> Any:
         """A reader's task picked: its prompt into the message box's text (the files attached kept), to be edited or
-        sent as it is."""
+        sent as it is; a task whose checkpoint reads the page alone (no text: LightOnOCR's) says so beside the box."""
         prompt = task_prompt(self.registry.get(model), task or "") if model in self.registry.names else None
         if prompt is None:
-            return gr.skip()
+            return gr.skip(), gr.skip()
+        session = _session(request)
+        self._task_notes[session] = "" if prompt else (
+            f"**{task}** sends no text: {self.registry.get(model).label} reads the page alone; attach a page or a "
+            "PDF and send it as it is")
         message = message if isinstance(message, dict) else {}
-        return {"text": prompt, "files": message.get("files", []) or []}
+        return {"text": prompt, "files": message.get("files", []) or []}, self._note(session)
 
     def opened(self, name: str) -> dict[Any, Any]:
         """A new tab (or a reload): on the model whose engine was used last, where one runs or starts (its status is
@@ -336,12 +408,18 @@ class Handlers:
             name = running
         return {self.page.model: name, self.page.engine_state: state_text(self.service, name)}
 
-    async def attachments(self, message: Any, note: str) -> tuple[Any, Any]:
-        """The files just attached, checked as a question would take them: one that would be refused leaves the
-        message box at once (no broken thumbnail), and the note beside the box says which and why; it stays until
-        the message is sent. Each file is checked once (a keystroke changes the box too)."""
+    async def attachments(self, request: gr.Request, *, message, conversation, model, system, urls,
+                          **controls) -> dict[Any, Any]:
+        """The message box changed: files just attached are checked as a question would take them (one that would
+        be refused leaves the box at once, no broken thumbnail, and the note beside the box says which and why until
+        the message is sent; each file is checked once, a keystroke changes the box too), and where the files kept
+        differ from those last rendered (attached, replaced, removed), the panels render again with vLLM's renderer
+        (no engine needed), as a control's move renders them: every page's row and the document's cost before
+        anything is sent, and beside the box why the message could not be sent as it stands."""
+        session = _session(request)
         message = message if isinstance(message, dict) else {}
-        files = [f if isinstance(f, str) else (f or {}).get("path", "") for f in message.get("files", []) or []]
+        entries = message.get("files", []) or []
+        files = [f if isinstance(f, str) else (f or {}).get("path", "") for f in entries]
         for path in files:
             if path and path not in self._checked:
                 try:
@@ -352,20 +430,26 @@ class Handlers:
                 while len(self._checked) > ATTACHMENTS_CHECKED:
                     self._checked.pop(next(iter(self._checked)))
         refused = [self._checked[p] for p in files if self._checked.get(p)]
-        if not refused:
-            return gr.skip(), gr.skip()
-        kept = [f for f, path in zip(message.get("files", []), files, strict=True) if not self._checked.get(path)]
-        return {"text": message.get("text", ""), "files": kept}, "**refused**: " + " · ".join(refused)
+        out: dict[Any, Any] = {}
+        if refused:
+            kept_entries = [f for f, path in zip(entries, files, strict=True) if not self._checked.get(path)]
+            message = {"text": message.get("text", ""), "files": kept_entries}
+            out[self.page.message] = message
+            self._refused[session] = "**refused**: " + " · ".join(refused)
+            out[self.page.message_note] = self._note(session)
+        kept = tuple(p for p in files if p and not self._checked.get(p))
+        if kept == self._attached.get(session, ()):
+            return out or gr.skip()
+        self._attached[session] = kept
+        return out | await self._latest(request, message, conversation, model, system, urls, controls, quiet=True)
 
-    async def follow(self, *, message, conversation, model, system, urls, **controls) -> dict[Any, Any]:
+    async def follow(self, request: gr.Request, *, message, conversation, model, system, urls,
+                     **controls) -> dict[Any, Any]:
         """The panels after a switch or an Undo: vLLM's render (without an engine, where it is not running) of
         the conversation and the typed message, as Inspect only shows it; empty when there is nothing to render,
-        and a refusal (a video for a model without video) said in the prompt panel, not as an error."""
-        empty = self.page.values(prompt="", runs="", table=[], gallery=[], budget="")
-        try:
-            return await self._inspect(message, conversation, model, system, urls, controls, quiet=True)
-        except VlmDemoError as exc:
-            return empty | self.page.values(prompt=f'<p class="render-note">{html.escape(str(exc))}</p>')
+        and a refusal (a video for a model without video) said in the prompt panel and beside the box, not as an
+        error."""
+        return await self._latest(request, message, conversation, model, system, urls, controls, quiet=True)
 
 
 def _session(request: gr.Request) -> str:
@@ -377,6 +461,12 @@ def opened(gallery: list[Any]) -> Any:
     """A gallery's pictures with the first one open, whole (Gradio shows new pictures as a grid of square cells,
     which cut a wide picture and its grid; ``preview`` holds only for the value given at build time)."""
     return gr.update(value=gallery, selected_index=0) if gallery else []
+
+
+def _box(message: Any) -> dict[str, Any]:
+    """The message box's value as sent (its text and files), to put back where the question was not answered."""
+    message = message if isinstance(message, dict) else {}
+    return {"text": message.get("text", "") or "", "files": list(message.get("files", []) or [])}
 
 
 def _conversation(value: Any) -> Conversation:

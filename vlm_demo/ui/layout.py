@@ -15,7 +15,7 @@ from ..inspector import PROMPT_CSS
 from ..intake import DOCUMENT_SUFFIXES, VIDEO_SUFFIXES
 from ..service import ChatService
 from ..settings import STATUS_EVERY_S
-from .contract import reader_tasks, has_grounding
+from .contract import has_grounding, max_tokens_limit, reader_tasks
 from .controls import Controls
 from .views import BOX_HEADERS, TABLE_HEADERS, TABLE_WIDTHS, picker_choices, state_text
 
@@ -32,6 +32,14 @@ CSS = """
           max-height: 420px; overflow: auto; margin: 0; }
 mark.ph, mark.ph * { background: #ffd54f; color: #000; } mark.sp, mark.sp * { background: #cfd8dc; color: #000; }
 .page-prompt > summary { cursor: pointer; font-weight: 600; padding: 2px 0; }  /* page by page: one page's prompt */
+/* the tables' numbers stay whole: Gradio's cells break a word anywhere it does not fit its column, and a phone showed
+   "640x4 / 80", "49 5", a desktop "position / s"; the numbers' columns break between words only, the columns are wide
+   enough for them (TABLE_WIDTHS), and the cell menu (sorting a non-editable table) gives its room to the header.
+   (No comma inside :is() here: Gradio prefixes each part of a selector list, and the rule's weight changes.) */
+#image-table [role=gridcell] span, #image-table th span, #boxes [role=gridcell] span, #boxes th span {
+  word-break: keep-all !important; overflow-wrap: normal !important; hyphens: none; }
+#image-table [role=gridcell]:nth-child(-n+2) span { overflow-wrap: anywhere !important; }  /* a name, a token */
+#image-table .cell-menu-button, #boxes .cell-menu-button { display: none !important; }
 @media (max-width: 720px) {  /* a phone: the model's name whole, its status under it, and the chat right after */
   #model-row { flex-direction: column; align-items: stretch; }
   #model-row > * { width: 100%; max-width: 100%; }
@@ -41,16 +49,27 @@ mark.ph, mark.ph * { background: #ffd54f; color: #000; } mark.sp, mark.sp * { ba
   #intro p { display: none; }  /* the title alone: the model, its status and the chat come first */
 }
 #engine-state .also-running { font-size: 12px; }
-/* the expansion table's numbers stay whole (count, positions, grid): Gradio's cells break words anywhere, and a phone
-   showed counts as "49 5", "11x4 5" */
-#image-table [role=gridcell]:is(:nth-child(3), :nth-child(4), :nth-child(6)) span { word-break: keep-all !important;
-  overflow-wrap: normal !important; }
 .budget { display: flex; height: 18px; border-radius: 4px; overflow: hidden; background: #e8f5e9; }
 .audit { border-left: 4px solid #9e9e9e; padding: 2px 8px; margin: 0 0 6px; }  /* an endpoint model's render audit */
 .audit-equal { border-left-color: #2e7d32; } .audit-differs { border-left-color: #c62828; }
 .audit pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; margin: 4px 0; }
 .budget .image { background: #ff7043; } .budget .video { background: #ab47bc; } .budget .txt { background: #42a5f5; }
 """ + PROMPT_CSS
+HEAD = """<style>
+/* The tables' type: each number stays whole in its column (TABLE_WIDTHS), in smaller type where the table is narrow
+   (a phone, a narrow window, whatever the page's width). A container query, which Gradio's own CSS handling drops:
+   in the page's head. */
+#image-table [role=gridcell] span, #image-table th span, #boxes [role=gridcell] span, #boxes th span {
+  font-size: 13px !important; }
+#image-table .cell-wrap, #boxes .cell-wrap { padding: 6px 5px !important; }
+#image-table, #boxes { container-type: inline-size; }
+@container (max-width: 440px) {
+  #image-table [role=gridcell] span, #image-table th span, #boxes [role=gridcell] span, #boxes th span {
+    font-size: 11px !important; }
+  #image-table .cell-wrap, #boxes .cell-wrap { padding: 4px 2px !important; }
+}
+</style>"""
+"""What the page's head adds: the style Gradio's ``css`` cannot carry."""
 GALLERY_HEIGHT = "clamp(270px, 60vw, 410px)"
 """The expansion pictures' height: one picture at a time, whole (a grid's cells are square and cut a wide
 picture), about as tall as a 16:9 picture at the panel's width on a phone and on a desktop (measured: 97-98 %
@@ -79,8 +98,9 @@ class Page:
     conversation: Any
     """The session's conversation (Gradio state: no API input)."""
     rendered: Any
-    """The session's last render for an answer, as ``(serial, clear the message box)`` (its change shows the
-    panels and clears the box)."""
+    """The session's last render for an answer, as ``(serial, box)``: its change shows the panels, and ``box`` True
+    empties the message box (the engine has the question), a message value puts the question back (only the engine
+    could refuse it), False leaves the box."""
     system: Any
     """The system prompt."""
     controls: Controls
@@ -218,8 +238,8 @@ def _settings(service: ChatService, default_model: str) -> dict[str, Any]:
     with gr.Accordion("Sampling", open=False, elem_id="sampling"):
         parts["temperature"] = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
         parts["top_p"] = gr.Slider(0.05, 1, value=spec.sampling.top_p, step=0.05, label="top_p")
-        parts["max_tokens"] = gr.Slider(1, 2048, value=spec.sampling.max_tokens, step=1, label="max_tokens",
-                                        elem_id="max-tokens")
+        parts["max_tokens"] = gr.Slider(1, max_tokens_limit(spec), value=spec.sampling.max_tokens, step=1,
+                                        label="max_tokens", elem_id="max-tokens")
         parts["seed"] = gr.Number(value=-1, precision=0, label="seed (-1: random)", elem_id="seed")
     parts["detect"] = gr.Textbox(label="Detect: what to find (the answer is held to the model's own box format)",
                                  placeholder="e.g. the red square", lines=1, elem_id="detect",

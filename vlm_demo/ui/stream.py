@@ -18,12 +18,12 @@ import gradio as gr
 from .. import profile
 from ..conversation import Conversation, Exchange, Stats, chat_messages
 from ..inspector import Inspection
-from ..service import ChatRequest, ChatService, Delta, Done, Failed, PageFigures, Rendered, Waiting
+from ..service import ChatRequest, ChatService, Delta, Done, Failed, PageFigures, Prefilling, Rendered, Waiting
 from ..settings import PAGE_RENDERS_KEPT
-from .controls import user_error
+from .controls import refuse
 from .layout import STOP_LABEL, Page
-from .views import (Boxes, PageBoxes, document_view, reading_text, sent_text, stats_data, stats_of, stats_text,
-                    waiting_text)
+from .views import (Boxes, PageBoxes, document_view, generating_text, prefill_text, reading_text, rendered_text,
+                    sent_text, stats_data, stats_of, stats_text, waiting_text)
 
 STOP_ON, STOP_OFF = gr.update(interactive=True), gr.update(interactive=False)
 """Stop while an answer runs, and not otherwise."""
@@ -34,12 +34,13 @@ def streaming_values(stats: dict[str, Any]) -> dict[str, Any]:
     return {"stats": "generating…", "stats_data": stats, "boxes": [], "stop_btn": STOP_ON}
 
 
-def text_update(page: Page, shown: dict[str, Any], conversation: Conversation) -> dict[Any, Any]:
-    """One streamed update of the answer's text: the chat with ``shown``'s values. Stop goes as its value alone (it
-    stays as the answer's first update set it: a property update builds a new Button, half of Gradio's work on the
-    update), and the conversation state is left out (setting a State rebuilds its configuration; the answer's last
-    update, a Stop's included, sets it as shown)."""
-    return page.values(**shown | {"stats": "generating…", "stop_btn": STOP_LABEL}, chat=chat_messages(conversation))
+def text_update(page: Page, shown: dict[str, Any], conversation: Conversation, stats: Stats) -> dict[Any, Any]:
+    """One streamed update of the answer's text: the chat with ``shown``'s values and the stats line counting the
+    tokens so far. Stop goes as its value alone (it stays as the answer's first update set it: a property update
+    builds a new Button, half of Gradio's work on the update), and the conversation state is left out (setting a
+    State rebuilds its configuration; the answer's last update, a Stop's included, sets it as shown)."""
+    return page.values(**shown | {"stats": generating_text(stats), "stop_btn": STOP_LABEL},
+                       chat=chat_messages(conversation))
 
 
 async def _with_boxes(boxes: Boxes | PageBoxes | None, conversation: Conversation, shown: dict[str, Any],
@@ -59,7 +60,9 @@ class Render:
     request: ChatRequest
     """The request as the engine got it (its sampling as the service sent it)."""
     inspection: Inspection
-    """vLLM's render of it, inspected."""
+    """vLLM's render of it, inspected (a document read page by page: its first page's request's)."""
+    pages: tuple[Inspection | None, ...] = ()
+    """A document read page by page: every page's request's render, in page order (None: refused before it)."""
     view: dict[str, Any] | None = None
     """Its panels and Export by output name (``views.rendered_view``), once drawn (the ``/panels`` event)."""
 
@@ -150,70 +153,89 @@ class Answers:
         """Drop ``session``'s last render (its conversation changed: Undo, Clear)."""
         self._renders.pop(session, None)
 
-    async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, clear_box: bool,
-                     session: str | None = None, marks: dict[str, float] | None = None, sent: float | None = None):
+    async def answer(self, before: Conversation, exchange: Exchange, request: ChatRequest, box: Any = None,
+                     session: str | None = None, marks: dict[str, float] | None = None, sent: float | None = None,
+                     caller: gr.Request | None = None):
         """Stream the answer to ``exchange`` after ``before``; yields page updates, grouped by time (the first at
         once); the conversation state is set by the first update and the last (``text_update`` leaves it out), the
         last as the answer was shown, so a stopped answer stays as it was shown.
 
-        A request refused before it reached the engine changes nothing. Each streamed update repeats the panels'
-        values rather than leaving them out: Gradio turns an output left out of a dict into a property update,
-        and rebuilds that component's configuration (its JSON schema included) on every update, which cost more
-        than the rest of the update together; repeated values reach the browser as an empty diff (a State left
-        out costs nothing: its update has no value). The message
-        box is left out after the first update (it may hold the user's next question). ``marks`` gathers the
+        ``box``: the message box's value the question was sent from (None: a Retry, which takes nothing from the
+        box). The box is cleared once the engine has the question (its render: ``Rendered``); a refusal before that
+        (a limit, no room in the context) takes the question out of the chat again, leaves the box and the panels as
+        they were, and says why beside the box; a failure after it (only the engine could refuse) stays in the chat
+        as a failed turn with its note, and the question goes back into the box to edit. Either raises the
+        one-line error (the API's, the page's toast).
+
+        Each streamed update repeats the panels' values rather than leaving them out: Gradio turns an output left
+        out of a dict into a property update, and rebuilds that component's configuration (its JSON schema
+        included) on every update, which cost more than the rest of the update together; repeated values reach the
+        browser as an empty diff (a State left out costs nothing: its update has no value). ``marks`` gathers the
         wall-clock times of the steps to the first answer text (the final ``stats_data`` carries them); ``sent``
-        (``time.perf_counter()``): when the person sent it, from which a wait for an engine is counted."""
+        (``time.perf_counter()``): when the person sent it, from which a wait for an engine is counted; ``caller``: the
+        event's request (a refusal is a program's error, a person's toast: ``refuse``)."""
         conversation = before.ask(exchange)
         live = _Live(conversation)
         if session:
             self._live[session] = live
         try:
-            async for update in self._answer(conversation, request, clear_box, live,
-                                           marks if marks is not None else {}, session or "", sent):
+            async for update in self._answer(before, conversation, request, box, live,
+                                             marks if marks is not None else {}, session or "", sent, caller):
                 yield update
         finally:  # ended, failed or cancelled (Stop, a closed tab)
             if session and self._live.get(session) is live:
                 del self._live[session]
 
-    async def _answer(self, conversation: Conversation, request: ChatRequest, clear_box: bool, live: _Live,
-                      marks: dict[str, float], session: str, sent: float | None):
+    async def _answer(self, before: Conversation, conversation: Conversation, request: ChatRequest, box: Any,
+                      live: _Live, marks: dict[str, float], session: str, sent: float | None,
+                      caller: gr.Request | None):
         page = self.page
         last = 0.0
         boxes: Boxes | PageBoxes | None = None
         seen: tuple[Any, ...] = ()
         as_document = document_view(None, request)
-        # At once: the question in the chat, the box cleared (the panels keep the last render until this one's),
-        # what happens now on the stats line, and Stop (a wait for an engine can be stopped too). The session's
-        # state takes the question with its render (a refusal just after could otherwise leave it there unanswered)
+        engine_has_it = False
+        # At once: the question in the chat, what happens now on the stats line, and Stop (a wait for an engine can
+        # be stopped too); the box and the panels stay as they are until the question is rendered
         shown: dict[str, Any] = streaming_values(stats_data(None, "rendering")) | {
             "stats": sent_text(self.service, request.model), "message_note": ""}
-        yield page.values(**shown, chat=chat_messages(live.shown(conversation))) | {
-            page.rendered: (next(self._serial), clear_box)}
+        yield page.values(**shown, chat=chat_messages(live.shown(conversation)))
         async with contextlib.aclosing(self.service.chat(request, preview=True, sent=sent)) as events:
             async for event in live.events(events):
                 if isinstance(event, Failed):
+                    if not engine_has_it:  # refused in place: the chat as it was, the question still in the box
+                        yield page.values(**shown | {"chat": chat_messages(before), "stats": "", "stop_btn": STOP_OFF,
+                                                     "message_note": f"**not sent**: {event.message}",
+                                                     "stats_data": stats_data(None, "refused")}) | {
+                            page.conversation: live.shown(before)}
+                        refuse(caller, event.message)
+                        return
                     conversation = conversation.with_last(status="failed", note=event.message)
                     yield page.values(**shown | {"chat": chat_messages(conversation), "stats": "", "stop_btn": STOP_OFF,
                                                  "stats_data": stats_data(None, "failed")}) | {
-                        page.conversation: live.shown(conversation)}
-                    raise user_error(event.message)
+                        page.conversation: live.shown(conversation),
+                        page.rendered: (next(self._serial), box if box is not None else False)}  # back to edit
+                    refuse(caller, event.message)
+                    return
                 if isinstance(event, Rendered):
+                    engine_has_it = True
                     marks["rendered"] = time.time()
-                    sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine got it
-                    rendered = self._keep_render(session, Render(sent, event.inspection))
-                    shown = streaming_values(stats_data(None, "streaming")) | {"message_note": ""}
+                    as_sent = dataclasses.replace(request, sampling=event.sampling or request.sampling)  # as the engine
+                    rendered = self._keep_render(session, Render(as_sent, event.inspection, event.pages))  # got it
+                    shown = streaming_values(stats_data(None, "streaming")) | {
+                        "message_note": "", "stats": rendered_text(self.service, request.model, event.inspection)}
                     boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
                     seen = event.inspection.items.get("image", ())[-1:]  # the page (or picture) read
                     as_document = document_view(self.registry.get(request.model), request)
                     marks["panels"] = time.time()  # handed to the panels' own event (drawn there, in parallel)
-                    yield page.values(**shown, chat=chat_messages(conversation)) | {
-                        page.conversation: live.shown(conversation), page.rendered: (rendered, clear_box)}
-                elif isinstance(event, Waiting):
+                    yield page.values(**shown, chat=chat_messages(conversation)) | {  # the box cleared, the panels
+                        page.conversation: live.shown(conversation), page.rendered: (rendered, box is not None)}
+                elif isinstance(event, Waiting | Prefilling):
                     live.stats = Stats(wait_s=event.waited_s)
-                    yield page.values(**shown | {"stats": waiting_text(event), "stats_data": stats_data(
-                        live.stats, "waiting"), "chat": chat_messages(conversation)}) | {
-                        page.conversation: live.shown(conversation)}
+                    said = waiting_text(event) if isinstance(event, Waiting) else prefill_text(event)
+                    yield page.values(**shown | {"stats": said, "stats_data": stats_data(
+                        live.stats, "waiting" if isinstance(event, Waiting) else "prefill"),
+                        "chat": chat_messages(conversation)}) | {page.conversation: live.shown(conversation)}
                 elif isinstance(event, Delta):
                     conversation = conversation.with_last(answer=event.answer, reasoning=event.reasoning,
                                                           document=as_document(event.answer, event.pages))
@@ -224,7 +246,7 @@ class Answers:
                         last = now
                         conversation, shown = await _with_boxes(boxes, conversation, shown, event.pages)
                         marks.setdefault("first_text", time.time())
-                        yield text_update(page, shown, live.shown(conversation))
+                        yield text_update(page, shown, live.shown(conversation), live.stats)
                 elif isinstance(event, Done):
                     stats = stats_of(event)
                     conversation = conversation.with_last(answer=event.answer, status="done", stats=stats,
@@ -238,7 +260,11 @@ class Answers:
                                                  "stats": stats_text(stats) + (f" · {reading}" if reading else ""),
                                                  "stats_data": stats_data(stats, "done", marks), "stop_btn": STOP_OFF}
                                       ) | {page.conversation: live.shown(conversation)}
-        if live.stopped:  # the answer as far as it was shown, marked (the stream's last update: Gradio repeats it)
+        if live.stopped and not engine_has_it:  # stopped before it was rendered: nothing was sent, nothing changes
+            yield page.values(**shown | {"chat": chat_messages(before), "stats": "stopped before it was sent",
+                                         "stats_data": stats_data(None, "stopped"), "stop_btn": STOP_OFF}
+                              ) | {page.conversation: before}
+        elif live.stopped:  # the answer as far as it was shown, marked (the stream's last update: Gradio repeats it)
             stopped = live.conversation.settled().with_last(stats=live.stats)
             yield page.values(**shown | {"chat": chat_messages(stopped), "stats": stats_text(live.stats, True),
                                          "stats_data": stats_data(live.stats, "stopped"), "stop_btn": STOP_OFF}

@@ -28,15 +28,17 @@ from ..inspector.audit import Verdict
 from ..inspector.cost import DocumentCost, page_cost
 from ..inspector import Expansion, Inspection, contact_sheet, draw_overlay, prompt_html, run_length_text
 from ..intake import Page, Recent, image_digest, page_ranges, picture
-from ..service import ChatRequest, ChatService, Done, PageFigures, Waiting, composed, page_requests
+from ..service import ChatRequest, ChatService, Done, PageFigures, Prefilling, Waiting, composed, page_requests
 from ..settings import ENCODED_IMAGES_KEPT, OVERLAY_JPEG_QUALITY
 
 OVERLAYS = Path(tempfile.gettempdir()) / "vlm-demo-overlays"  # the expansion panel's pictures, named by content
 BOX_HEADERS = ["label", "x1", "y1", "x2", "y2"]
-TABLE_HEADERS = ["item", "token (id)", "count", "positions", "size → processed", "grid or frames"]
+TABLE_HEADERS = ["item", "token (id)", "count", "range", "size → processed", "grid or frames"]
 """The expansion table's columns (few and short: the panel is a third of the page, a phone's width on a phone)."""
-TABLE_WIDTHS = ["13%", "24%", "12%", "15%", "19%", "17%"]
-"""Their widths: the table fits its panel, text wraps inside a cell (it used to scroll sideways)."""
+TABLE_WIDTHS = ["12%", "18%", "12%", "14%", "24%", "20%"]
+"""Their widths: the table fits its panel, and each column holds its headers' words and its longest number whole from a
+390-px phone (in its 11-px type) to a desktop: "(151655)" in token, "12345-" in range, "1190x1684" in size; a name or
+token too long for its column wraps inside its cell (the table used to scroll sideways)."""
 
 
 def state_text(service: ChatService, name: str, starting: bool = False) -> str:
@@ -93,6 +95,22 @@ def budget_html(inspection: Inspection) -> str:
                                             f"<b>no room for an answer ({b.total - b.max_model_len:,} over the "
                                             "context): it cannot be sent</b>") + '</p>'
             + (f'<p class="budget-documents">{html.escape(docs)}</p>' if (docs := documents_text(inspection)) else ""))
+
+
+def unsendable(inspections: Sequence[Inspection]) -> str:
+    """Why a message whose render is ``inspections`` (a document read page by page: each page's request's) could not
+    be sent: no room for an answer in the context; "" where it can be sent."""
+    over = [i for i in inspections if i.budget.free <= 0]
+    if not over:
+        return ""
+    window = over[0].budget.max_model_len
+    if len(inspections) > 1:
+        pages = [e.page for i in over for e in i.items.get("image", ())[-1:] if e.page is not None]
+        which = f"page {pages[0]}'s" if len(pages) == 1 else f"pages {page_ranges(pages)}'s" if pages else "a"
+        return (f"{which} request does not fit the context ({max(i.budget.total for i in over):,} of {window:,} "
+                "tokens): lower the dpi")
+    return (f"the prompt is {over[0].budget.total:,} tokens and the context holds {window:,}: no room for an answer "
+            "(fewer pages or pictures, a lower dpi or image setting, or clear the chat)")
 
 
 def item_name(e: Expansion) -> str:
@@ -249,15 +267,19 @@ def pages_view(service: ChatService, rendered: list[tuple[ChatRequest, Inspectio
             "budget": first["budget"] + total}
 
 
-def rendered_view(service: ChatService, request: ChatRequest, inspection: Inspection) -> dict[str, Any]:
+def rendered_view(service: ChatService, request: ChatRequest, inspection: Inspection,
+                  pages: Sequence[Inspection | None] = ()) -> dict[str, Any]:
     """The panels and Export of a rendered request, by output name (drawing and encoding pictures: run it in a
-    worker thread)."""
+    worker thread); ``pages``: a document read page by page, every page's request's inspection (the panels show each
+    page's request, row and picture, as before it was sent)."""
     spec = service.registry.get(request.model)
     serve = serve_command(spec, service.engines.model_path(spec) if spec.tiny else None)
-    if request.each_page:  # one body per page; the panels show the first page's request (``inspection``'s)
+    if request.each_page:  # one body per page
         split = [one for _, one in page_requests(request)]
         bodies = [chat_completions_body(one, spec) for one in split]
-        return {**panels(service, inspection, split[0]), "export_json": json.dumps(bodies, indent=1),
+        rendered = [(one, found) for one, found in zip(split, pages, strict=False) if found is not None]
+        view = pages_view(service, rendered) if rendered else panels(service, inspection, split[0])
+        return {**view, "export_json": json.dumps(bodies, indent=1),
                 "export_curl": serve + "\n\n# each page is its own request: request.json holds one body per page; "
                 "send them together with the Python snippet",
                 "export_py": pages_snippet(bodies, spec, replay_command(request))}
@@ -377,13 +399,17 @@ def stats_data(stats: Stats | None, status: str, marks: dict[str, float] | None 
 
 
 def stats_text(stats: Stats, stopped: bool = False) -> str:
-    """The stats line under the chat: the wait for the engine's start (where there was one) apart from the time to
-    first token; for a stopped answer, how far it went."""
-    waited = f"waited **{stats.wait_s:.1f} s** for the engine to start · " if stats.wait_s >= 0.05 else ""
+    """The stats line under the chat: the wait the person had for the first token (where the question waited for
+    its engine's start, split into that start and the prefill after it), then the answer's figures; for a stopped
+    answer, how far it went."""
+    waited = stats.wait_s >= 0.05
     if stopped and not stats.tokens:
-        return f"{waited}**stopped** before the first token"
-    line = (f"{waited}{'**stopped** after ' if stopped else ''}{stats.tokens} tokens · time to first token "
-            f"**{stats.ttft_s:.2f} s** · **{stats.tokens_per_s:.1f} tokens/s**")
+        return (f"waited **{stats.wait_s:.1f} s** for the engine to start · " if waited else "") + \
+            "**stopped** before the first token"
+    first = (f"first token after **{stats.wait_s + stats.ttft_s:.2f} s**: the engine's start {stats.wait_s:.1f} s + "
+             f"prefill {stats.ttft_s:.2f} s" if waited else f"time to first token **{stats.ttft_s:.2f} s**")
+    line = (f"{'**stopped** after ' if stopped else ''}{stats.tokens} tokens · {first} · "
+            f"**{stats.tokens_per_s:.1f} tokens/s**")
     if not stopped:
         line += f" · finish: {stats.finish_reason}"
     if stats.reasoning_tokens:
@@ -395,6 +421,12 @@ def stats_text(stats: Stats, stopped: bool = False) -> str:
                 f"**{stats.pages / stats.total_s:.2f} pages/s** · ")
         line = pace + line.replace("time to first token", "first page's first token")
     return line
+
+
+def generating_text(stats: Stats) -> str:
+    """The stats line while an answer streams: its tokens so far and their rate (at each streamed update)."""
+    rate = f" · {stats.tokens_per_s:.1f} tokens/s" if stats.tokens_per_s else ""
+    return f"generating… **{stats.tokens}** tokens{rate}"
 
 
 def stats_of(done: Done) -> Stats:
@@ -441,6 +473,22 @@ def waiting_text(event: Waiting) -> str:
     sent, and where the start stands."""
     return (f"waited {event.waited_s:.0f} s so far: waiting for the {event.model} engine to start: {event.phase} "
             "(the panels show vLLM's render already)")
+
+
+def prefill_text(event: Prefilling) -> str:
+    """The stats line while the engine prefills (no token yet): what it encodes and the seconds so far, after the
+    wait for its start where there was one."""
+    start = f"the engine's start {event.waited_s:.1f} s, then " if event.waited_s >= 0.05 else ""
+    return f"{start}prefill: the engine encodes {event.what} · **{event.seconds:.0f} s** so far"
+
+
+def rendered_text(service: ChatService, model: str, inspection: Inspection) -> str:
+    """The stats line once the question is rendered: the engine's prefill begins (or, where the engine is not running
+    yet, the wait for its start)."""
+    spec = service.registry.get(model)
+    if spec.remote or service.engines.running(spec) is not None:
+        return f"prefill: the engine reads the {inspection.budget.total:,}-token prompt…"
+    return sent_text(service, model)
 
 
 def sent_text(service: ChatService, model: str) -> str:
