@@ -9,8 +9,7 @@ import gradio as gr
 
 from ..service import ChatService
 from ..settings import Settings
-from .contract import (API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, INSPECT_OUTPUTS, PANEL_OUTPUTS, RENDER_OUTPUTS,
-                       endpoint_inputs)
+from .contract import API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, INSPECT_OUTPUTS, RENDER_OUTPUTS, endpoint_inputs
 from .handlers import Handlers
 from .layout import ASSETS, CSS, HEAD, Page, layout
 from .server import tuned, without_matplotlib_lookups
@@ -52,9 +51,9 @@ def wire(page: Page, on: Handlers) -> None:
                                                                             api_name=False, **inspecting)
     # Files attached are checked at once (a refused one leaves the box, the note beside it says why), and the panels
     # follow what is attached, as they follow a control (one render for the latest state: ``always_last``)
-    page.message.change(on.attachments, None, [page.message, page.message_note, *page.out(PANEL_OUTPUTS)],
-                        inputs_kwargs=named("inspect"), api_name=False, queue=False, show_progress="hidden",
-                        trigger_mode="always_last")
+    page.message.change(on.attachments, page.message, [page.message, page.message_note, page.attached],
+                        api_name=False, queue=False, show_progress="hidden", trigger_mode="always_last")
+    page.attached.change(on.attached, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
     page.task.input(on.task, [page.task, page.model, page.message], [page.message, page.message_note], api_name=False,
                     queue=False, show_progress="hidden")  # a reader's task: its prompt into the message box
     page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.conversation], api_name="clear",

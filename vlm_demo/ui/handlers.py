@@ -51,11 +51,11 @@ class Handlers:
         """Per session, the control values of the latest of those renders (a box left unchanged renders nothing)."""
         self._checked: dict[str, str] = {}
         """Files attached to the message box, checked: why each was refused ("" where it was not)."""
-        self._attached: dict[str, tuple[str, ...]] = {}
-        """Per session, the files of the message box the panels were last rendered with (a keystroke renders
-        nothing; a file attached, replaced or removed renders the panels)."""
         self._refused: dict[str, str] = {}
         """Per session, the note on the files refused from the message box (until the message is sent)."""
+        self._sent: dict[str, bool] = {}
+        """Per session, that a question was just sent from the message box (which is then emptied: no files removed
+        by the person)."""
         self._task_notes: dict[str, str] = {}
         """Per session, what the reader's task picked says beside the box (a task that sends no text)."""
         self._problems: dict[str, str] = {}
@@ -122,9 +122,9 @@ class Handlers:
             yield {self.page.message_note: f"**not sent**: {exc}"}
             refuse(request, str(exc))
             return
+        self._sent[session] = True  # (the box emptied as the question is rendered renders no panel)
         self._refused.pop(session, None)  # (the notes on files refused and on the task go with the question)
         self._task_notes.pop(session, None)
-        self._attached[session] = ()  # the box is emptied once the question is rendered: nothing to render then
         async for update in self.answers.answer(before, Exchange(user, shown), asked, box=_box(message),
                                                 session=session, marks=marks, sent=sent, caller=request):
             yield update
@@ -234,8 +234,8 @@ class Handlers:
             self._controls.pop(oldest, None)
             self._problems.pop(oldest, None)
             self._refused.pop(oldest, None)
-            self._attached.pop(oldest, None)
             self._task_notes.pop(oldest, None)
+            self._sent.pop(oldest, None)
         said = quiet or from_the_page(request)
         try:
             view = await self._shown_view(session, message, conversation, model, system, urls, controls, quiet, said)
@@ -408,14 +408,12 @@ class Handlers:
             name = running
         return {self.page.model: name, self.page.engine_state: state_text(self.service, name)}
 
-    async def attachments(self, request: gr.Request, *, message, conversation, model, system, urls,
-                          **controls) -> dict[Any, Any]:
+    async def attachments(self, request: gr.Request, message: Any) -> dict[Any, Any]:
         """The message box changed: files just attached are checked as a question would take them (one that would
         be refused leaves the box at once, no broken thumbnail, and the note beside the box says which and why until
-        the message is sent; each file is checked once, a keystroke changes the box too), and where the files kept
-        differ from those last rendered (attached, replaced, removed), the panels render again with vLLM's renderer
-        (no engine needed), as a control's move renders them: every page's row and the document's cost before
-        anything is sent, and beside the box why the message could not be sent as it stands."""
+        the message is sent; each file is checked once: a keystroke changes the box too), and the files kept are the
+        session's ``Page.attached``, whose change (a file attached, replaced or removed; not a keystroke, nor the box
+        emptied as its question is sent) renders the panels (``attached``)."""
         session = _session(request)
         message = message if isinstance(message, dict) else {}
         entries = message.get("files", []) or []
@@ -429,26 +427,31 @@ class Handlers:
                     self._checked[path] = str(exc)
                 while len(self._checked) > ATTACHMENTS_CHECKED:
                     self._checked.pop(next(iter(self._checked)))
-        refused = [self._checked[p] for p in files if self._checked.get(p)]
-        out: dict[Any, Any] = {}
-        if refused:
-            kept_entries = [f for f, path in zip(entries, files, strict=True) if not self._checked.get(path)]
-            message = {"text": message.get("text", ""), "files": kept_entries}
-            out[self.page.message] = message
+        kept = "\n".join(p for p in files if p and not self._checked.get(p))
+        sent = self._sent.pop(session, False)
+        out: dict[Any, Any] = {} if sent and not kept else {self.page.attached: kept}  # (emptied by a send: no render)
+        if refused := [self._checked[p] for p in files if self._checked.get(p)]:
+            out[self.page.message] = {"text": message.get("text", ""), "files": [
+                f for f, path in zip(entries, files, strict=True) if not self._checked.get(path)]}
             self._refused[session] = "**refused**: " + " · ".join(refused)
             out[self.page.message_note] = self._note(session)
-        kept = tuple(p for p in files if p and not self._checked.get(p))
-        if kept == self._attached.get(session, ()):
-            return out or gr.skip()
-        self._attached[session] = kept
-        return out | await self._latest(request, message, conversation, model, system, urls, controls, quiet=True)
+        return out
+
+    async def attached(self, request: gr.Request, *, message, conversation, model, system, urls,
+                       **controls) -> dict[Any, Any]:
+        """A file attached, replaced or removed: the panels as ``follow`` renders them; nothing while the session's
+        answer runs (its own render is in the panels)."""
+        if self.answers.live(_session(request)):
+            return gr.skip()
+        return await self.follow(request, message=message, conversation=conversation, model=model, system=system,
+                                 urls=urls, **controls)
 
     async def follow(self, request: gr.Request, *, message, conversation, model, system, urls,
                      **controls) -> dict[Any, Any]:
-        """The panels after a switch or an Undo: vLLM's render (without an engine, where it is not running) of
-        the conversation and the typed message, as Inspect only shows it; empty when there is nothing to render,
-        and a refusal (a video for a model without video) said in the prompt panel and beside the box, not as an
-        error."""
+        """The panels after a switch, an Undo or a file attached, replaced or removed: vLLM's render (without an
+        engine, where it is not running) of the conversation and the typed message, as Inspect only shows it; empty
+        when there is nothing to render, and a refusal (too many pages, a video for a model without video) said in
+        the prompt panel and beside the box, not as an error."""
         return await self._latest(request, message, conversation, model, system, urls, controls, quiet=True)
 
 

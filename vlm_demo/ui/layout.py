@@ -101,6 +101,10 @@ class Page:
     """The session's last render for an answer, as ``(serial, box)``: its change shows the panels, and ``box`` True
     empties the message box (the engine has the question), a message value puts the question back (only the engine
     could refuse it), False leaves the box."""
+    attached: Any
+    """The files in the message box, checked and kept, one path a line (a hidden textbox: a State's change follows
+    queued events only, and the box's check is not queued): its change renders the panels (a keystroke changes the
+    box, not this)."""
     system: Any
     """The system prompt."""
     controls: Controls
@@ -279,6 +283,7 @@ def _chat_panel(service: ChatService) -> dict[str, Any]:
                                         placeholder="Ask about images, videos or PDF documents (upload, paste "
                                                     "or drop them here)")
     parts["message_note"] = gr.Markdown(elem_id="message-note")
+    parts["attached"] = gr.Textbox(visible="hidden", elem_id="attached", container=False)
     parts["urls"] = gr.Textbox(label="Image or video URLs (one a line; http(s) from allowed hosts, or data:)",
                                visible=service.settings.url_fetch, lines=1, elem_id="image-urls")
     with gr.Row(elem_id="chat-buttons"):  # right under the message box: they stay put while text streams

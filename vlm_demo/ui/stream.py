@@ -149,6 +149,10 @@ class Answers:
         """``session``'s last render for an answer (None: none yet, or forgotten)."""
         return self._renders.get(session)
 
+    def live(self, session: str) -> bool:
+        """Whether ``session`` has an answer streaming (or waiting for its render or engine)."""
+        return session in self._live
+
     def forget(self, session: str) -> None:
         """Drop ``session``'s last render (its conversation changed: Undo, Clear)."""
         self._renders.pop(session, None)
