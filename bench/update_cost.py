@@ -23,7 +23,7 @@ from vlm_demo.service import ChatService, Turn
 from vlm_demo.settings import Settings
 from vlm_demo.ui.app import build_page
 from vlm_demo.ui.stream import streaming_values, text_update
-from vlm_demo.ui.views import stats_data
+from vlm_demo.ui.answer import stats_data
 
 from .common import picture
 

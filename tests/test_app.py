@@ -27,7 +27,7 @@ from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatService
 from vlm_demo.ui.app import build_app
 from vlm_demo.ui.contract import STATE_INPUTS, api_inputs, control_names, endpoint_inputs, named_outputs
-from vlm_demo.ui.views import image_file
+from vlm_demo.ui.overlays import image_file
 
 from .app_harness import (MODEL, OTHER, App, chat_args, message, named, on_model, page, prompt_text, run, texts,
                           wait_until)
@@ -90,7 +90,7 @@ def test_each_picture_is_encoded_once_per_process(monkeypatch):
     from PIL import Image
 
     from vlm_demo import intake
-    from vlm_demo.ui import views
+    from vlm_demo.ui import overlays
     from vlm_demo.inspector import Expansion
 
     encodes = []
@@ -105,12 +105,12 @@ def test_each_picture_is_encoded_once_per_process(monkeypatch):
 
     def expansion(offset: int, grid):
         return Expansion("image", 0, "<image>", 5, 4, offset, 4, (97, 61), None, grid, None)
-    first = views.overlay_file(picture, expansion(3, (2, 2)), False)
-    assert views.overlay_file(make_image(97, 61, seed=7), expansion(40, (2, 2)), False) == first  # a later turn
+    first = overlays.overlay_file(picture, expansion(3, (2, 2)), False)
+    assert overlays.overlay_file(make_image(97, 61, seed=7), expansion(40, (2, 2)), False) == first  # a later turn
     assert len(encodes) == 3
-    assert views.overlay_file(picture, expansion(3, (1, 3)), False) != first and len(encodes) == 4
+    assert overlays.overlay_file(picture, expansion(3, (1, 3)), False) != first and len(encodes) == 4
     os.remove(first)  # a cleaned temp folder: written again
-    assert views.overlay_file(picture, expansion(3, (2, 2)), False) == first and os.path.exists(first)
+    assert overlays.overlay_file(picture, expansion(3, (2, 2)), False) == first and os.path.exists(first)
 
 
 def test_streams_an_answer_with_the_three_panels(app, picture):

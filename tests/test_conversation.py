@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from vlm_demo.conversation import Conversation, Exchange, Stats, chat_messages
 from vlm_demo.service import Turn
-from vlm_demo.ui.views import stats_text
+from vlm_demo.ui.answer import stats_text
 
 
 def ask(conversation: Conversation, text: str, answer: str = "", status: str = "streaming",
@@ -81,7 +81,8 @@ def test_every_wait_counts():
     "waiting for the engine"); a prefill says what the engine encodes and for how long; a streaming answer counts
     its tokens."""
     from vlm_demo.service import Prefilling
-    from vlm_demo.ui.views import generating_text, prefill_text
+    from vlm_demo.ui.answer import generating_text
+    from vlm_demo.ui.status import prefill_text
 
     waited = stats_text(Stats(tokens=64, ttft_s=28.5, tokens_per_s=12.0, finish_reason="length", wait_s=1.9))
     assert waited.startswith("64 tokens · first token after **30.40 s**: the engine's start 1.9 s + prefill 28.50 s")

@@ -125,7 +125,7 @@ async def test_what_a_page_cost_counts_the_features_alone(service, name, family,
     view's, 30 of the 3 rows of crops) and one view separator under the same id: 856 features; OCR-2's 1121 hold one
     separator: 1120. The words under the figure say so."""
     from vlm_demo.service import ChatRequest, Turn
-    from vlm_demo.ui.views import reading_text
+    from vlm_demo.ui.answer import reading_text
 
     request = ChatRequest(name, (Turn("user", "Free OCR.", {"image": (make_image(1191, 1684),)}),))
     (page,) = (await service.inspect(request, start_engine=False)).items["image"]

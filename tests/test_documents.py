@@ -24,7 +24,7 @@ from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Rendered, Turn
 from vlm_demo.settings import Settings
 from vlm_demo.ui.chat_request import read_message
-from vlm_demo.ui.views import documents_text, image_table
+from vlm_demo.ui.panels import documents_text, image_table
 
 from .conftest import ROOT
 from .documents import ENCRYPTED, HUGE_PAGE, NO_PAGES, make_pdf, many_pages
@@ -145,7 +145,7 @@ async def test_the_panels_name_the_pages_that_do_not_fit(service, tmp_path):
     """Before anything is sent: all pages in one request name the pages past the context's end (those whose range
     ends beyond max_model_len, by vLLM's render), each page on its own names none where every request fits."""
     from vlm_demo.service import page_requests
-    from vlm_demo.ui.views import budget_html, pages_view
+    from vlm_demo.ui.panels import budget_html, pages_view
 
     pages = load_document(make_pdf(tmp_path / "long.pdf", pages=4), Settings(), DocumentOptions(dpi=200))
     request = ChatRequest("tiny-qwen2.5-vl", (Turn("user", "Read it.", {"image": pages}),),
@@ -280,7 +280,7 @@ async def test_a_document_read_page_by_page_exports_one_request_per_page(service
     """Export of a page-by-page answer: request.json holds one body per page (each with its page alone), the Python
     snippet sends them together and runs as written, and names the command line that asks the same."""
     from vlm_demo.service import page_requests
-    from vlm_demo.ui.views import rendered_view
+    from vlm_demo.ui.panels import rendered_view
 
     pages = load_document(report, Settings(), DocumentOptions(dpi=72, pages="1,3"))
     request = ChatRequest("tiny-qwen2.5-vl", (Turn("user", "Read it.", {"image": pages}),),

@@ -166,7 +166,7 @@ async def test_detect_mode_on_the_engine(registry, engines, settings):
             assert 0 <= x1 < x2 <= 640 and 0 <= y1 < y2 <= 480
 
 
-README_EXAMPLES = [  # the README's documented example of each format, on assets/bar-chart.png (640x480)
+DOCUMENTED_EXAMPLES = [  # docs/grounding.md's documented example of each format, on assets/bar-chart.png (640x480)
     ("tiny-qwen2.5-vl", ["--mm-kwargs", '{"max_pixels": 200704}'],
      '[{"bbox_2d": [126, 91, 378, 364], "label": "bars"}] <points x1="252" y1="182" alt="middle">middle</points>',
      [504, 364], [160, 120, 480, 480], [{"label": "middle", "point": [320, 240]}]),
@@ -177,18 +177,18 @@ README_EXAMPLES = [  # the README's documented example of each format, on assets
 ]
 
 
-@pytest.mark.parametrize("model, extra, answer, processed, box, points", README_EXAMPLES,
-                         ids=[e[0] for e in README_EXAMPLES])
+@pytest.mark.parametrize("model, extra, answer, processed, box, points", DOCUMENTED_EXAMPLES,
+                         ids=[e[0] for e in DOCUMENTED_EXAMPLES])
 def test_ground_answer_on_the_command_line(model, extra, answer, processed, box, points):
     """``ground --answer --json`` maps each format's documented example to the picture's own pixels (for
-    Qwen2.5-VL through the processed size its processor gives at that max_pixels), and the README shows it."""
+    Qwen2.5-VL through the processed size its processor gives at that max_pixels), and docs/grounding.md shows it."""
     import json
     import subprocess
     import sys
 
     from .conftest import ROOT
 
-    assert answer in (ROOT / "README.md").read_text()
+    assert answer in (ROOT / "docs" / "grounding.md").read_text()
     out = subprocess.run([sys.executable, "-m", "vlm_demo", "ground", "--model", model, "--image",
                           "assets/bar-chart.png", *extra, "--answer", answer, "--json"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -382,7 +382,7 @@ def test_read_maps_each_pages_cells_onto_its_picture(tmp_path, monkeypatch, caps
     the dots.ocr adapter is wired after merging): an A4 page at 150 dpi under max_pixels 1003520 is read at
     840x1176, the size Qwen's smart resize gives."""
     import vlm_demo.service
-    from vlm_demo import cli
+    from vlm_demo.cli import build_parser, reading
     from vlm_demo.families.grounding import DOTS_OCR
     from vlm_demo.families.qwen2_5_vl import resized
     from vlm_demo.settings import Settings
@@ -396,11 +396,11 @@ def test_read_maps_each_pages_cells_onto_its_picture(tmp_path, monkeypatch, caps
     second.write_text('[{"bbox": [0, 0, 420, 588], "category": "Text", "text": "Line 1"}, '
                       '{"bbox": [0, 0, 900, 10], "category": "Text", "text": "beyond the processed width"}]')
     monkeypatch.setattr(vlm_demo.service, "grounding_of", lambda spec, detect=False: DOTS_OCR)
-    monkeypatch.setattr(cli, "_stdout_to_stderr", lambda: sys.stdout)
-    args = cli.build_parser().parse_args([
+    monkeypatch.setattr(reading, "_stdout_to_stderr", lambda: sys.stdout)
+    args = build_parser().parse_args([
         "read", "--model", "tiny-qwen2.5-vl", "--image", str(pdf), "--dpi", "150", "--mm-kwargs",
         '{"max_pixels": 1003520}', "--answer", str(first), "--answer", str(second), "--json"])
-    assert cli.cmd_read(args, Settings.from_env()) == 0
+    assert reading.cmd_read(args, Settings.from_env()) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["model"] == "tiny-qwen2.5-vl" and data["format"] == "dots.ocr-json"
     one, two = data["pages"]
@@ -467,7 +467,8 @@ def test_a_document_read_page_by_page_gets_each_pages_boxes_on_that_page(registr
     from vlm_demo.intake import DocumentOptions, load_document
     from vlm_demo.service import ChatRequest, PageFigures, Turn
     from vlm_demo.settings import Settings
-    from vlm_demo.ui.views import PageBoxes, document_view
+    from vlm_demo.ui.answer import document_view
+    from vlm_demo.ui.overlays import PageBoxes
 
     from .documents import make_pdf
 

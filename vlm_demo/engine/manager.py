@@ -14,58 +14,29 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import psutil
 
-from .. import families
 from ..errors import EngineBusyError, EngineStartError, VlmDemoError
 from ..profile import Profile, profile, remember_derived
-from ..registry import EngineArgs, ModelSpec
-from ..settings import ENGINES_MEMORY_SHARE, RENDERERS_KEPT, Settings
+from ..registry import ModelSpec
+from ..settings import ENGINES_MEMORY_SHARE, Settings
 from . import forkserver
 from .availability import Availability, availability, footprint_gib, gpu_share
 from .local import Engine
 from .processes import has_gpu
 from .remote import RemoteEngine
+from .progress import EngineState, StartProgress
 from .renderer import Renderer
+from .renderer_cache import RendererCache, reference_spec
 from .startup import engine_kwargs, model_path, start_engine, start_renderer
 
 log = logging.getLogger(__name__)
 
-EngineState = Literal["not loaded", "loading", "ready"]
-
 BACKGROUND_STOP_GRACE_S = 30.0
 """How long an engine stopped for another (``_stop_in_background``) may take to end on its own before vLLM kills it:
 nobody waits for it, and beside another engine's start on two cores its processes took over vLLM's 5 s."""
-
-
-@dataclasses.dataclass(frozen=True)
-class StartProgress:
-    """Where a starting engine stands (what the page shows while a person waits for it)."""
-
-    phase: str
-    """What the start is doing now, in words ("downloading Qwen/Qwen2.5-VL-3B-Instruct", "starting vLLM's engine
-    processes (weights, memory profiling)")."""
-    since: float
-    """When the start began (``time.monotonic()``)."""
-    bytes_done: int = 0
-    """Bytes fetched so far (a Hub download; 0 otherwise)."""
-    bytes_total: int = 0
-    """Bytes to fetch as known so far (a Hub download; 0 otherwise)."""
-
-    @property
-    def elapsed_s(self) -> float:
-        """Seconds since the start began."""
-        return time.monotonic() - self.since
-
-    def text(self) -> str:
-        """"starting vLLM's engine processes (weights, memory profiling) · 12 s" (with "· 1.2 of 6.0 GB" while
-        downloading)."""
-        fetched = (f" · {self.bytes_done / 1e9:.2f} of {self.bytes_total / 1e9:.2f} GB" if self.bytes_total
-                   else "")
-        return f"{self.phase}{fetched} · {self.elapsed_s:.0f} s"
 
 
 class EngineManager:
@@ -79,10 +50,8 @@ class EngineManager:
         self._remote: dict[str, RemoteEngine] = {}
         self._loading: dict[str, StartProgress] = {}
         """The engines starting now, with where each stands."""
-        self._renderers: OrderedDict[str, Renderer] = OrderedDict()
-        """Renderers without an engine, most recently used last (``RENDERERS_KEPT`` at most)."""
-        self._building: dict[str, asyncio.Future[Renderer]] = {}
-        """Each model's renderer being built, which callers share (the panels and a question at once)."""
+        self._renderers = RendererCache(self.start_renderer)
+        """Renderers without an engine, for models whose engine does not run."""
         self._lock = asyncio.Lock()
         self._starts: dict[str, asyncio.Future[Engine]] = {}
         """Each model's engine start in progress (or last ended), which callers share."""
@@ -382,21 +351,8 @@ class EngineManager:
     def reference_renderer(self, spec: ModelSpec, root: str | None, max_model_len: int | None = None,
                            trust_remote_code: bool = False) -> Renderer:
         """vLLM's renderer of the checkpoint ``root`` (what a server of ``spec`` serves), built here from its files
-        (no engine, no weights): a directory on this machine, else a Hub id's config, tokenizer and processor
-        files. ``trust_remote_code``: run the checkpoint's own code (the server runs it too). The entry's content format
-        is the server's (its ``--chat-template-content-format``)."""
-        from .. import hub
-
-        if not root:
-            raise EngineStartError(f"{spec.endpoint} does not say which checkpoint it serves (/v1/models root)")
-        where = root if Path(root).is_dir() else hub.download(root, None, self.settings, weights=False)
-        local = ModelSpec(name=f"{spec.name}-reference", label=f"{root} (reference)",
-                          family=families.GENERIC.name, path=where, engine_args=EngineArgs(
-                              max_model_len=max_model_len or None, load_format="dummy",
-                              limit_mm_per_prompt=dict(spec.engine_args.limit_mm_per_prompt),
-                              trust_remote_code=trust_remote_code or spec.engine_args.trust_remote_code),
-                          chat_template_content_format=spec.chat_template_content_format)
-        return self.start_renderer(local)
+        (``renderer_cache.reference_spec``)."""
+        return self.start_renderer(reference_spec(spec, root, self.settings, max_model_len, trust_remote_code))
 
     def start_renderer(self, spec: ModelSpec) -> Renderer:
         """vLLM's renderer for ``spec`` without an engine: rendering and expansion only (no process,
@@ -409,19 +365,7 @@ class EngineManager:
         engine = self._engines.get(spec.name)
         if spec.remote or (engine is not None and not engine.dead):
             return await self.get(spec)
-        renderer = self._renderers.get(spec.name)
-        if renderer is None or renderer.spec != spec:  # built once (seconds: vLLM's config, tokenizer, processor)
-            building = self._building.get(spec.name)
-            if building is None:  # one build however many ask at once (the panels and a question)
-                building = self._building[spec.name] = asyncio.ensure_future(
-                    asyncio.to_thread(self.start_renderer, spec))
-                building.add_done_callback(lambda _: self._building.pop(spec.name, None))
-            renderer = await asyncio.shield(building)
-            self._renderers[spec.name] = renderer
-        self._renderers.move_to_end(spec.name)
-        while len(self._renderers) > RENDERERS_KEPT:
-            self._renderers.popitem(last=False)
-        return renderer
+        return await self._renderers.get(spec)
 
     def engine_kwargs(self, spec: ModelSpec, model_dir: str | None = None) -> dict[str, Any]:
         """``AsyncEngineArgs`` keyword arguments for ``spec`` on this machine (``startup.engine_kwargs``)."""

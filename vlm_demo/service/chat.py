@@ -21,6 +21,7 @@ from ..inspector import Inspection, inspect, prefill_work
 from ..intake import Page
 from ..registry import Registry, Sampling
 from ..settings import WAITING_EVERY_S, Settings
+from .audit import Auditor
 from .checks import check_mm_kwargs, check_request, sent_media_io
 from .detect import detect_sampling
 from .pages import each_page, page_requests
@@ -55,6 +56,57 @@ class ChatService:
             found = self.availability(request.model)
             if not found.runnable:
                 raise InputError(f"{spec.label} cannot start here: {found.reason}")
+
+    # -- what the page asks about engines (it holds no engine manager: the service answers)
+
+    def engine_state(self, name: str) -> str:
+        """Whether the model's engine is "not loaded", "loading" or "ready" ("remote: URL" for an endpoint)."""
+        return str(self.engines.state(name))
+
+    def engine_states(self) -> list[tuple[str, str]]:
+        """Every local engine that runs or starts, the one used last first, with its state (what every tab lists)."""
+        return self.engines.states()
+
+    def start_progress(self, name: str) -> str | None:
+        """Where the start of the model's engine stands, in words with its seconds, while it starts; else None."""
+        progress = self.engines.progress(name)
+        return progress.text() if progress is not None else None
+
+    def start_failure(self, name: str) -> str | None:
+        """Why the model's last start failed, while its engine does not run; else None."""
+        return None if self.engine_running(name) else self.engines.failure(name)
+
+    def engine_running(self, name: str) -> bool:
+        """Whether the model's engine runs (an endpoint model's server counts as running)."""
+        spec = self.registry.get(name)
+        return spec.remote or self.engines.running(spec) is not None
+
+    async def start(self, name: str) -> None:
+        """Start the model's engine (or reach an endpoint model's server) and wait until it is up."""
+        await self.engines.get(self.registry.get(name))
+
+    async def pick(self, name: str) -> None:
+        """A person picked ``name``: its engine, running or starting, is the one used last (a new tab opens on it);
+        one not running starts now, in the background (its progress is there at once; ``start`` waits for it)."""
+        spec = self.registry.get(name)
+        self.engines.touch(name)
+        if not spec.remote and self.engines.running(spec) is None:
+            started = asyncio.ensure_future(self.engines.get(spec))
+            started.add_done_callback(lambda t: t.cancelled() or t.exception())  # (``start`` reports a failure)
+            await asyncio.sleep(0)  # the start takes its first step: its progress is there
+
+    def current_model(self) -> str | None:
+        """The model whose engine was used last (a start counts; not one walked away from), for a new tab."""
+        return self.engines.current()
+
+    def model_path(self, name: str) -> str:
+        """Where the model's files are on this machine (a tiny model's built directory): what ``vllm serve`` of
+        Export starts from."""
+        return self.engines.model_path(self.registry.get(name))
+
+    def auditor(self, name: str) -> Auditor:
+        """The auditor of endpoint model ``name`` (its server's render held to vLLM's reference renderer)."""
+        return Auditor.of(self.registry, name, self.engines, self.settings)
 
     async def controls(self, name: str) -> profile.Profile:
         """The model's profile with its controls known: for an entry that offers none, its processor's

@@ -77,8 +77,8 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
     """The answers to ``request``'s pages, each asked on its own with ``ask`` (the service's one-request stream) and
     all at once: one ``Rendered`` once every page's request has rendered (or was refused), with every page's
     inspection (``Rendered.pages``; each page's render is vLLM's, as its own request gets it), the first page's
-    ``Waiting`` and ``Prefilling`` events after it, then ``Delta`` events whose ``answer`` is the document's so far (``composed``), then ``Done``
-    with the totals: tokens of all pages, tokens/s over the whole read, time to first token of the first page to
+    ``Waiting`` and ``Prefilling`` events after it, then ``Delta`` events whose ``answer`` is the document's so far
+    (``composed``), then ``Done`` with the totals: tokens of all pages, tokens/s over the whole read, time to first token of the first page to
     start, and per page its figures (``Done.pages``). A page that fails is said in its part; all failing is
     ``Failed``."""
     split = page_requests(request)

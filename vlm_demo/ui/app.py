@@ -32,7 +32,7 @@ def wire(page: Page, on: Handlers) -> None:
     retry_event = page.retry_btn.click(on.retry, None, chat_outputs, api_name="retry", inputs_kwargs=named("retry"),
                                        **answering)
     for answered in (chat_event, retry_event):  # the status line as the answer leaves the engine (not a tick later)
-        answered.then(on.state_text, page.model, page.engine_state, api_name=False, queue=False,
+        answered.then(on.picker.state_text, page.model, page.engine_state, api_name=False, queue=False,
                       show_progress="hidden")
     # An answer's render: its panels in their own event (not repeated in every streamed update), the box cleared
     page.rendered.change(on.panels, page.rendered, page.out(RENDER_OUTPUTS), api_name="panels",
@@ -46,42 +46,46 @@ def wire(page: Page, on: Handlers) -> None:
     # ever showed an event's progress at every later event (Gradio 6.31), and Export's boxes hold megabytes
     inspecting = {"inputs_kwargs": named("inspect"), "show_progress_on": [page.prompt]}
     # The panels follow the conversation: after Undo, vLLM's render of what is left (Export: nothing sent yet)
-    page.undo_btn.click(on.undo, page.conversation, [*page.out(API_OUTPUTS["undo"]), page.conversation],
-                        api_name="undo", show_progress_on=[page.chat]).then(on.follow, None, inspect_outputs,
-                                                                            api_name=False, **inspecting)
+    undone = page.undo_btn.click(on.undo, page.conversation, [*page.out(API_OUTPUTS["undo"]), page.conversation],
+                                 api_name="undo", show_progress_on=[page.chat])
+    undone.then(on.renders.follow, None, inspect_outputs, api_name=False, **inspecting)
     # Files attached are checked at once (a refused one leaves the box, the note beside it says why), and the panels
     # follow what is attached, as they follow a control (one render for the latest state: ``always_last``)
-    page.message.change(on.attachments, page.message, [page.message, page.message_note, page.attached],
+    page.message.change(on.renders.attachments, page.message, [page.message, page.message_note, page.attached],
                         api_name=False, queue=False, show_progress="hidden", trigger_mode="always_last")
-    page.attached.change(on.attached, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
-    page.task.input(on.task, [page.task, page.model, page.message], [page.message, page.message_note], api_name=False,
-                    queue=False, show_progress="hidden")  # a reader's task: its prompt into the message box
+    page.attached.change(on.renders.attached, None, inspect_outputs, api_name=False, trigger_mode="always_last",
+                         **inspecting)
+    page.task.input(on.renders.task, [page.task, page.model, page.message], [page.message, page.message_note],
+                    api_name=False, queue=False, show_progress="hidden")  # a reader's task: its prompt into the box
     page.clear_btn.click(on.clear, None, [*page.out(API_OUTPUTS["clear"]), page.conversation], api_name="clear",
                          show_progress_on=[page.chat])
-    page.inspect_btn.click(on.inspect, None, inspect_outputs, api_name="inspect", **inspecting)
-    gr.api(on.document_cost, api_name="document_cost")  # what a PDF will cost, for a program (an agent's tool)
+    page.inspect_btn.click(on.renders.inspect, None, inspect_outputs, api_name="inspect", **inspecting)
+    gr.api(on.renders.document_cost, api_name="document_cost")  # what a PDF will cost, for a program (an agent's tool)
     for control in page.controls.components:  # a slider on release (Enter in its box too), a checkbox on a click,
         # the pages box on Enter or on leaving it changed
-        moved = ([(control.input, on.moved)] if isinstance(control, gr.Checkbox) else
-                 [(control.submit, on.moved), (control.blur, on.left)] if isinstance(control, gr.Textbox) else
-                 [(control.release, on.moved)])
+        renders = on.renders
+        moved = ([(control.input, renders.moved)] if isinstance(control, gr.Checkbox) else
+                 [(control.submit, renders.moved), (control.blur, renders.left)] if isinstance(control, gr.Textbox) else
+                 [(control.release, renders.moved)])
         for event, handler in moved:
             event(handler, None, inspect_outputs, api_name=False, trigger_mode="always_last", **inspecting)
     # A switch: the new model's controls, sampling, Detect, Compare's pickers and "starting" at once (property
     # updates only), its engine's start (the status follows it), and the panels from vLLM's renderer meanwhile
     # (a switch also stops the session's answer: a question that waits for one model's engine would keep the
     # message box from sending the next question, to the model now chosen, until that engine had started)
-    switched = page.model.change(on.switch, [page.model, page.current], on.switch_outputs(), api_name=False,
-                                 queue=False, show_progress="hidden")
+    switched = page.model.change(on.picker.switch, [page.model, page.current], on.picker.switch_outputs(),
+                                 api_name=False, queue=False, show_progress="hidden")
     # (then the status of the model the picker shows now: a start that ended after another switch said its own)
-    switched.then(on.load_model, page.model, page.engine_state, api_name="load_model", show_progress="hidden").then(
-        on.state_text, page.model, page.engine_state, api_name=False, queue=False, show_progress="hidden")
-    switched.then(on.follow, None, inspect_outputs, api_name=False, **inspecting)
-    page.timer.tick(on.tick, page.model, [page.engine_state, page.timer], api_name=False, queue=False,
+    started = switched.then(on.picker.load_model, page.model, page.engine_state, api_name="load_model",
+                            show_progress="hidden")
+    started.then(on.picker.state_text, page.model, page.engine_state, api_name=False, queue=False,
+                 show_progress="hidden")
+    switched.then(on.renders.follow, None, inspect_outputs, api_name=False, **inspecting)
+    page.timer.tick(on.picker.tick, page.model, [page.engine_state, page.timer], api_name=False, queue=False,
                     show_progress="hidden")
     for picker, side in ((page.model_a, page.controls_a), (page.model_b, page.controls_b)):
         picker.change(side.updates, picker, side.components, api_name=False, queue=False, show_progress="hidden")
-    page.compare_btn.click(on.compare, None, page.out(COMPARE_OUTPUTS), api_name="compare",
+    page.compare_btn.click(on.renders.compare, None, page.out(COMPARE_OUTPUTS), api_name="compare",
                            inputs_kwargs=named("compare"))
 
 
@@ -99,8 +103,8 @@ def build_page(service: ChatService, default_model: str) -> tuple[gr.Blocks, Pag
         page = layout(service, default_model)
         handlers = Handlers(service, page)
         wire(page, handlers)
-        demo.load(handlers.opened, page.model, [page.model, page.engine_state], api_name=False, queue=False).then(
-            None, js=OPENED_JS)
+        demo.load(handlers.picker.opened, page.model, [page.model, page.engine_state], api_name=False,
+                  queue=False).then(None, js=OPENED_JS)
     return demo, page
 
 
@@ -147,7 +151,8 @@ def launch_kwargs(settings: Settings | None = None, service: ChatService | None 
     pictures are served from disk besides uploads, and Gradio refuses uploads over the size limit; with ``service``
     (and the ``mcp_server`` setting on), the MCP tools for agents at ``MCP_PATH`` (the page served on ``host``)."""
     settings = settings or (service.settings if service is not None else Settings.from_env())
-    found = {"css": CSS, "js": PAGE_JS, "head": HEAD, "allowed_paths": [str(ASSETS)], "max_file_size": settings.max_upload_bytes,
+    found = {"css": CSS, "js": PAGE_JS, "head": HEAD, "allowed_paths": [str(ASSETS)],
+             "max_file_size": settings.max_upload_bytes,
              # Gradio's run history keeps every event's inputs and outputs (chat, panels) in the browser's storage and
              # reads and writes all of it again at each streamed chunk: 0.3-0.8 s tasks per chunk of a document's
              # answer after a few questions. The conversation and its export are the app's own record.

@@ -15,7 +15,7 @@ from ..intake import (DocumentOptions, Page, Video, is_document_name, is_documen
 from ..registry import Registry, Sampling
 from ..service import ChatRequest, Turn
 from ..settings import Settings
-from .views import OVERLAYS, image_file
+from .overlays import OVERLAYS, image_file
 
 if TYPE_CHECKING:
     from .controls import Controls

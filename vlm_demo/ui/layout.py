@@ -17,7 +17,8 @@ from ..service import ChatService
 from ..settings import STATUS_EVERY_S
 from .contract import has_grounding, max_tokens_limit, reader_tasks
 from .controls import Controls
-from .views import BOX_HEADERS, TABLE_HEADERS, TABLE_WIDTHS, picker_choices, state_text
+from .panels import BOX_HEADERS, TABLE_HEADERS, TABLE_WIDTHS
+from .status import picker_choices, state_text
 
 STOP_LABEL = "Stop"
 """The Stop button's label (its value: what each streamed update after the first sends it)."""

@@ -20,10 +20,11 @@ from ..conversation import Conversation, Exchange, Stats, chat_messages
 from ..inspector import Inspection
 from ..service import ChatRequest, ChatService, Delta, Done, Failed, PageFigures, Prefilling, Rendered, Waiting
 from ..settings import PAGE_RENDERS_KEPT
+from .answer import document_view, generating_text, reading_text, stats_data, stats_of, stats_text
 from .controls import refuse
 from .layout import STOP_LABEL, Page
-from .views import (Boxes, PageBoxes, document_view, generating_text, prefill_text, reading_text, rendered_text,
-                    sent_text, stats_data, stats_of, stats_text, waiting_text)
+from .overlays import Boxes, PageBoxes
+from .status import prefill_text, rendered_text, sent_text, waiting_text
 
 STOP_ON, STOP_OFF = gr.update(interactive=True), gr.update(interactive=False)
 """Stop while an answer runs, and not otherwise."""
