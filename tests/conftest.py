@@ -3,9 +3,13 @@ shared by the whole session, and tests that need the same model reuse its engine
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image, ImageDraw
@@ -88,6 +92,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def run_cli(*args: str, timeout: float = 600, **kwargs: Any) -> subprocess.CompletedProcess:
+    """``python -m vlm_demo ARGS`` from the repository, its output captured as text (``kwargs`` as
+    ``subprocess.run``'s, over these): the one way the tests run the command line."""
+    options = {"cwd": ROOT, "capture_output": True, "text": True, "timeout": timeout} | kwargs
+    if "stdout" in kwargs or "stderr" in kwargs:
+        options.pop("capture_output")
+    return subprocess.run([sys.executable, "-m", "vlm_demo", *args], **options)
+
+
+def data_url(data: bytes, media_type: str = "image/png") -> str:
+    """``data`` as a ``data:`` URL of ``media_type`` (base64): the one way the tests make one."""
+    return f"data:{media_type};base64," + base64.b64encode(data).decode()
+
+
 def make_image(width: int, height: int, seed: int = 0) -> Image.Image:
     """A deterministic test picture: coloured bands and a diagonal."""
     image = Image.new("RGB", (width, height), (30 + seed * 40 % 200, 120, 200))
@@ -168,8 +186,21 @@ def _quick_loop_guard(monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "__init__", checked)
 
 
+FIXTURE_MARKS = {"app": ("engine", "server"), "long_answers": ("engine", "server"), "servers": ("engine", "server"),
+                 "clean_log": ("browser",)}
+"""What a test starts when it uses a fixture (directly or through another): marked so, whatever its module, so a pure
+test beside such tests still runs in ``make check``."""
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
-    """Tests marked ``last`` go last (a stable sort: the rest keep their order)."""
+    """Tests get the marks of the fixtures they use (``FIXTURE_MARKS``; before ``-m`` selects); tests marked ``last``
+    go last (a stable sort: the rest keep their order)."""
+    for item in items:
+        for fixture, marks in FIXTURE_MARKS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                for mark in marks:
+                    item.add_marker(getattr(pytest.mark, mark))
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
 
 

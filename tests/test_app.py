@@ -33,11 +33,10 @@ from .app_harness import (MODEL, OTHER, App, chat_args, message, named, on_model
                           wait_until)
 from .browser import LOG_PROBLEMS, chromium
 from .cases import BAD_URLS, REFUSED
-from .conftest import ARTIFACTS, ROOT, make_image
+from .conftest import ARTIFACTS, ROOT, data_url, make_image
 from .documents import ENCRYPTED, make_pdf
 from .intake_servers import local_internet, url_settings
 
-pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +75,8 @@ def test_overlay_pictures_are_written_once_and_whole(tmp_path):
 def test_the_views_and_the_contract_do_not_import_gradio():
     """The panels' HTML, text and pictures are made without gradio (each view is testable without a page), and a
     client builds its API calls by name without it."""
-    code = ("import sys, vlm_demo.ui.views, vlm_demo.ui.contract, vlm_demo.ui.chat_request; "
+    code = ("import sys, vlm_demo.ui.status, vlm_demo.ui.panels, vlm_demo.ui.overlays, vlm_demo.ui.answer, "
+            "vlm_demo.ui.contract, vlm_demo.ui.chat_request; "
             "assert not any(m == 'gradio' or m.startswith('gradio.') for m in sys.modules), 'gradio imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
 
@@ -228,13 +228,12 @@ def test_the_api_tells_a_documents_cost_before_sending(app, tmp_path):
     """``/document_cost`` (for a program, an agent's tool): for a 3-page PDF under a model and its settings, each
     page's tokens as vLLM's renderer expands it (those ``/inspect`` shows), the total against the context and the
     rendered prompt, with no engine request; a bad document is one line."""
-    import base64
 
     url, engines, registry = app
     report = make_pdf(tmp_path / "report.pdf", pages=3)
-    data_url = "data:application/pdf;base64," + base64.b64encode(report.read_bytes()).decode()
+    document = data_url(report.read_bytes(), "application/pdf")
     client = Client(url, verbose=False)
-    found = client.predict(document=data_url, model=MODEL, pages="1-2", dpi=72, api_name="/document_cost")
+    found = client.predict(document=document, model=MODEL, pages="1-2", dpi=72, api_name="/document_cost")
     assert [(p["page"], p["dpi"], p["size"]) for p in found["pages"]] == [(1, 72, [595, 842]), (2, 72, [595, 842])]
     shown = named_outputs("inspect", client.predict(*api_inputs(registry, "inspect", MODEL, message(
         "Read this document.", report), controls={"pages": "1-2", "dpi": 72}), api_name="/inspect"))
@@ -242,7 +241,7 @@ def test_the_api_tells_a_documents_cost_before_sending(app, tmp_path):
     assert found["max_model_len"] == 4096 and found["all_in_one_request_fits"] is True
     assert "<|vision_start|>" in found["rendered_prompt"] and found["vision_tokens"] > 0
     with pytest.raises(AppError, match="the PDF is encrypted"):
-        client.predict(document="data:application/pdf;base64," + base64.b64encode(ENCRYPTED).decode(), model=MODEL,
+        client.predict(document=data_url(ENCRYPTED, "application/pdf"), model=MODEL,
                        api_name="/document_cost")
     assert engines.running_requests() == 0
 
@@ -258,18 +257,18 @@ def test_an_agent_gets_a_documents_cost_over_mcp(app, tmp_path):
 
     url, engines, registry = app
     report = make_pdf(tmp_path / "report.pdf", pages=3)
-    data_url = "data:application/pdf;base64," + base64.b64encode(report.read_bytes()).decode()
+    document = data_url(report.read_bytes(), "application/pdf")
     endpoint = url.rstrip("/") + "/gradio_api/mcp"
 
     async def ask():
         async with McpClient(endpoint) as client:
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             models = await client.call_tool("models", {})
-            cost = await client.call_tool("document_cost", {"document": data_url, "model": MODEL, "pages": "1-2",
+            cost = await client.call_tool("document_cost", {"document": document, "model": MODEL, "pages": "1-2",
                                                             "dpi": 72, "settings": {"max_pixels": 200704}})
             bad = await client.call_tool("document_cost", {"document": "data:application/pdf;base64,"
                                                            + base64.b64encode(ENCRYPTED).decode(), "model": MODEL})
-            unknown = await client.call_tool("document_cost", {"document": data_url, "model": "no-such-model"})
+            unknown = await client.call_tool("document_cost", {"document": document, "model": "no-such-model"})
         return tools, models, cost, bad, unknown
 
     tools, models, cost, bad, unknown = asyncio.run(ask())

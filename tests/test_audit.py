@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,10 +23,9 @@ from vlm_demo.service import ChatRequest, Turn
 from vlm_demo.service.audit import Auditor
 from vlm_demo.settings import Settings
 
-from .conftest import ARTIFACTS, ROOT, make_image
+from .conftest import ARTIFACTS, make_image, run_cli
 from .vllm_server import SCALE_OUT_FLAGS, Server, servers_beside_local_engine
 
-pytestmark = [pytest.mark.engine, pytest.mark.server]
 
 
 IMG, TEXT = 9, 5
@@ -186,11 +183,6 @@ async def test_other_processor_settings_and_template_are_named(misconfigured, re
     assert "helpful" in v.reference_text and "terse" in v.server_text, (v.reference_text, v.server_text)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vlm_demo", "audit", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
 def scaled_out(servers) -> Server:
     return servers["api-servers"]
@@ -199,7 +191,7 @@ def scaled_out(servers) -> Server:
 def test_two_api_servers_without_render_are_equal_by_returned_ids(scaled_out):
     """``audit --sweep``: one and two pictures, each picture control at its smallest, default and largest value;
     every case equal, read from the ids a chat completion returns (no render endpoint)."""
-    out = cli("--endpoint", scaled_out.url, "--model", MODEL, "--family", "qwen2_5_vl", "--sweep", "--json")
+    out = run_cli("audit", "--endpoint", scaled_out.url, "--model", MODEL, "--family", "qwen2_5_vl", "--sweep", "--json")
     assert out.returncode == 0, out.stderr[-2000:] + out.stdout
     results = json.loads(out.stdout)
     assert [r["case"] for r in results][:2] == ["one picture", "two pictures"]
@@ -214,7 +206,7 @@ def no_placeholder(servers) -> Server:
 
 
 def test_a_template_without_the_placeholder_is_named(no_placeholder):
-    out = cli("--endpoint", no_placeholder.url, "--model", MODEL, "--family", "qwen2_5_vl")
+    out = run_cli("audit", "--endpoint", no_placeholder.url, "--model", MODEL, "--family", "qwen2_5_vl")
     assert out.returncode == 1, out.stderr[-2000:] + out.stdout
     assert re.search(r"the server's chat template puts no \S*<\|image_pad\|>\S* in the prompt", out.stdout), out.stdout
     assert "Failed to apply prompt replacement" in out.stdout  # (vLLM's words, and where the placeholder belongs:)

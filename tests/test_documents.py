@@ -8,8 +8,6 @@ import asyncio
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 import time
 
 import pytest
@@ -26,7 +24,7 @@ from vlm_demo.settings import Settings
 from vlm_demo.ui.chat_request import read_message
 from vlm_demo.ui.panels import documents_text, image_table
 
-from .conftest import ROOT
+from .conftest import run_cli
 from .documents import ENCRYPTED, HUGE_PAGE, NO_PAGES, make_pdf, many_pages
 
 
@@ -180,16 +178,14 @@ async def test_a_checked_attachment_draws_no_page(report, monkeypatch):
 
 
 def test_cli_inspect_json_lists_each_page(report):
-    out = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", "tiny-qwen2.5-vl", "--image",
-                          str(report), "--pages", "2-3", "--dpi", "90", "--text", "Read it.", "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = run_cli("inspect", "--model", "tiny-qwen2.5-vl", "--image",
+                          str(report), "--pages", "2-3", "--dpi", "90", "--text", "Read it.", "--json", timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     images = json.loads(out.stdout)["images"]
     assert [(i["source"], i["page"], i["dpi"], i["orig_size"]) for i in images] == [
         ("report.pdf", 2, 90, [744, 1053]), ("report.pdf", 3, 90, [744, 1053])]
-    bad = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", "tiny-qwen2.5-vl", "--image",
-                          str(report), "--pages", "5", "--text", "Read it."],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    bad = run_cli("inspect", "--model", "tiny-qwen2.5-vl", "--image",
+                          str(report), "--pages", "5", "--text", "Read it.", timeout=300)
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1] == (
         "error: report.pdf: page 5 is outside the document (3 pages)")
     assert "Traceback" not in bad.stderr
@@ -266,9 +262,9 @@ async def test_each_page_on_its_own_answers_every_page_in_order_and_stops_togeth
 
 @pytest.mark.engine
 def test_cli_chat_each_page(report):
-    out = subprocess.run([sys.executable, "-m", "vlm_demo", "chat", "--model", "tiny-qwen2.5-vl", "--image",
+    out = run_cli("chat", "--model", "tiny-qwen2.5-vl", "--image",
                           str(report), "--pages", "1,3", "--dpi", "72", "--each-page", "--max-tokens", "4",
-                          "--text", "Read it.", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          "--text", "Read it.", "--json")
     assert out.returncode == 0, out.stderr[-2000:]
     found = json.loads(out.stdout)
     assert [p["label"] for p in found["pages"]] == ["page 1 of report.pdf", "page 3 of report.pdf"]

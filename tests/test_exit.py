@@ -17,7 +17,7 @@ import pytest
 from vlm_demo.settings import Settings
 
 from .app_harness import connect
-from .conftest import ROOT, free_port
+from .conftest import ROOT, free_port, run_cli
 
 pytestmark = [pytest.mark.engine, pytest.mark.server]
 
@@ -179,8 +179,7 @@ def test_a_reader_that_goes_away_ends_the_cli_without_a_traceback():
     read, write = os.pipe()
     os.close(read)  # the reader is gone before the first line
     try:
-        done = subprocess.run([sys.executable, "-m", "vlm_demo", "models"], cwd=ROOT, stdout=write,
-                              stderr=subprocess.PIPE, text=True, timeout=120)
+        done = run_cli("models", stdout=write, stderr=subprocess.PIPE, timeout=120)
     finally:
         os.close(write)
     assert done.returncode == 141 and done.stderr == "", done.stderr

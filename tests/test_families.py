@@ -20,7 +20,7 @@ from vlm_demo.registry import load_registry
 from vlm_demo.service import ChatRequest, Turn, to_openai_messages
 from vlm_demo.profile import spec_for_directory
 
-from .conftest import ROOT, make_image
+from .conftest import ROOT, make_image, run_cli
 
 TINY = {spec.family: spec.name for spec in load_registry(ROOT / "models.yaml").models
         if spec.tiny and spec.reasoning_parser is None}
@@ -240,9 +240,8 @@ async def test_a_model_with_no_adapter_renders_as_vllm_does(llava_next_dir, regi
 
 def test_cli_inspects_a_directory_with_no_adapter(llava_next_dir):
     image = ROOT / "assets" / "bar-chart.png"
-    out = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", str(llava_next_dir), "--image",
-                          str(image), "--text", "Best quarter?", "--max-model-len", "8192", "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = run_cli("inspect", "--model", str(llava_next_dir), "--image",
+                          str(image), "--text", "Best quarter?", "--max-model-len", "8192", "--json", timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     data = json.loads(out.stdout)
     assert data["family"] == "generic" and data["geometry_note"] == "no geometry adapter for llava_next"
@@ -260,8 +259,7 @@ def test_a_text_only_model_is_refused_in_one_line(tmp_path):
                          num_key_value_heads=1, vocab_size=320)
     config.architectures = ["Qwen2ForCausalLM"]
     config.save_pretrained(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", str(tmp_path), "--text", "hi"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = run_cli("inspect", "--model", str(tmp_path), "--text", "hi", timeout=300)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1] == ("error: tmp: Qwen2ForCausalLM is not a multimodal model in vLLM; "
                                                   "this app needs a model that takes images").replace("tmp", tmp_path.name)
@@ -488,8 +486,7 @@ def test_the_cli_lists_controls_and_prints_no_python_warning(llava_next_dir):
     def cli(*args: str) -> subprocess.CompletedProcess:
         # as from a shell: without the logging set-up this process's engines left in its environment
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_LOGGING")}
-        out = subprocess.run([sys.executable, "-m", "vlm_demo", *args], cwd=ROOT, capture_output=True, text=True,
-                             timeout=300, env=env)
+        out = run_cli(*args, timeout=300, env=env)
         assert out.returncode == 0, out.stderr[-2000:]
         assert not re.search(r"\w+Warning: ", out.stderr), out.stderr[-2000:]
         return out

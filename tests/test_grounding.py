@@ -15,7 +15,7 @@ from vlm_demo import families
 from vlm_demo.families.grounding import DEEPSEEK_OCR, DOTS_OCR, INTERNVL, LIGHTONOCR_BBOX, QWEN2_5_VL, QWEN2_VL, QWEN3_VL, Found
 from vlm_demo.grounding import COLOURS, Placed, colour_of, draw, place, rows, to_json
 
-from .conftest import make_image
+from .conftest import make_image, run_cli
 
 
 @pytest.mark.parametrize("fmt, text, expected", [
@@ -183,15 +183,12 @@ def test_ground_answer_on_the_command_line(model, extra, answer, processed, box,
     """``ground --answer --json`` maps each format's documented example to the picture's own pixels (for
     Qwen2.5-VL through the processed size its processor gives at that max_pixels), and docs/grounding.md shows it."""
     import json
-    import subprocess
-    import sys
 
     from .conftest import ROOT
 
     assert answer in (ROOT / "docs" / "grounding.md").read_text()
-    out = subprocess.run([sys.executable, "-m", "vlm_demo", "ground", "--model", model, "--image",
-                          "assets/bar-chart.png", *extra, "--answer", answer, "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = run_cli("ground", "--model", model, "--image",
+                          "assets/bar-chart.png", *extra, "--answer", answer, "--json", timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     data = json.loads(out.stdout)
     assert data["model"] == model and data["image_size"] == [640, 480]
@@ -421,10 +418,7 @@ def test_read_maps_each_pages_cells_onto_its_picture(tmp_path, monkeypatch, caps
     ("tiny-llava-1.5", ["a"], "tiny-llava-1.5 has no box format the app reads (families with one: "),
 ], ids=["count", "missing", "no-format"])
 def test_read_errors_are_one_line(tmp_path, model, answers, message):
-    import subprocess
-    import sys
 
-    from .conftest import ROOT
 
     paths = []
     for name in answers:
@@ -432,24 +426,20 @@ def test_read_errors_are_one_line(tmp_path, model, answers, message):
         if not name.startswith("/"):
             path.write_text("[]")
         paths += ["--answer", str(path)]
-    out = subprocess.run([sys.executable, "-m", "vlm_demo", "read", "--model", model, "--image",
-                          "assets/bar-chart.png", *paths], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = run_cli("read", "--model", model, "--image",
+                          "assets/bar-chart.png", *paths, timeout=300)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines() == [out.stderr.strip()] and out.stderr.startswith(f"error: {message}")
 
 
 def test_read_on_the_command_line(tmp_path):
     """``read`` through the command line: a relative format's cells on the picture, as JSON on stdout."""
-    import subprocess
-    import sys
 
-    from .conftest import ROOT
 
     answer = tmp_path / "answer.txt"
     answer.write_text('[{"bbox_2d": [250, 500, 750, 1000], "label": "bars"}]')
-    out = subprocess.run([sys.executable, "-m", "vlm_demo", "read", "--model", "tiny-qwen3-vl", "--image",
-                          "assets/bar-chart.png", "--answer", str(answer), "--json"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = run_cli("read", "--model", "tiny-qwen3-vl", "--image",
+                          "assets/bar-chart.png", "--answer", str(answer), "--json", timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout) == {"model": "tiny-qwen3-vl", "format": "qwen3-vl-json", "pages": [
         {"page": "image 1", "image_size": [640, 480], "processed_size": [640, 480], "left_out": 0,

@@ -20,7 +20,7 @@ from vlm_demo.inspector import draw_overlay, prefill_work, prompt_html, run_leng
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Turn
 
-from .conftest import ROOT, make_image
+from .conftest import ROOT, make_image, run_cli
 from .oracles import internvl_tiles, ovis_tokens, qwen_tokens
 
 A, B = make_image(640, 480), make_image(1600, 400, seed=1)
@@ -227,11 +227,6 @@ async def test_llava_accepts_precomputed_embeddings(service, settings, tmp_path)
     assert insp.prompt.startswith("USER: <image>\n")
     events = [e async for e in service.chat(request)]
     assert isinstance(events[-1], Done) and events[-1].num_tokens == 8
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vlm_demo", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
 
 
 def test_cli_inspect_json(tmp_path):

@@ -31,7 +31,7 @@ from vlm_demo.service import ChatRequest, ChatService, Failed, Turn
 from vlm_demo.settings import Settings
 from vlm_demo.profile import check, spec_for_endpoint
 
-from .conftest import ARTIFACTS, ROOT, free_port, make_image
+from .conftest import ARTIFACTS, ROOT, free_port, make_image, run_cli
 from .vllm_server import HOST, SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect
 
 pytestmark = [pytest.mark.engine, pytest.mark.server]
@@ -305,11 +305,6 @@ async def test_a_model_the_app_cannot_identify_forwards_what_is_typed(server: Se
     with pytest.raises(RemoteError, match=r"answered 400: .*Qwen2_5_VLProcessor") as err:
         await service.inspect(request_for(spec.name, {"max_pixels": "lots"}))
     assert "\n" not in str(err.value)
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vlm_demo", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
 
 
 async def test_cli_against_the_endpoint(both: ChatService, server: Server, settings):

@@ -10,7 +10,6 @@ ERROR and "force killing" (``Watch``); the app then exits within its grace with 
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
 import contextlib
 import os
@@ -29,7 +28,7 @@ from vlm_demo.profile import load_registry
 from vlm_demo.settings import Settings
 
 from .browser import SPLIT_WORDS_JS, Watch, chromium
-from .conftest import ARTIFACTS, ROOT, free_port, make_image
+from .conftest import ARTIFACTS, ROOT, data_url, free_port, make_image
 from .test_journeys import Person
 
 pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.browser]
@@ -205,7 +204,7 @@ def sitting(person: Person, files, url: str) -> None:
 
     async def cost():
         async with McpClient(url.rstrip("/") + "/gradio_api/mcp") as client:
-            data = "data:application/pdf;base64," + base64.b64encode(report.read_bytes()).decode()
+            data = data_url(report.read_bytes(), "application/pdf")
             return await client.call_tool("document_cost", {"document": data, "model": reader.name, "pages": "1"})
     with concurrent.futures.ThreadPoolExecutor(1) as pool:  # (Playwright's own loop runs in this thread)
         found = pool.submit(asyncio.run, cost()).result(timeout=120)

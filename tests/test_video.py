@@ -18,7 +18,7 @@ from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, T
 from vlm_demo.settings import VIDEO_FPS, VIDEO_NUM_FRAMES
 
 from .cases import CLIP, video_request
-from .conftest import make_image
+from .conftest import make_image, run_cli
 
 FIXED = Sampling(temperature=0.0, top_p=1.0, max_tokens=8, ignore_eos=True)
 
@@ -204,20 +204,15 @@ async def test_qwen_frames_have_their_own_pixel_bounds(clip, registry, engines, 
 def test_cli_inspects_a_video():
     """``inspect --video --num-frames --json`` prints the ``videos`` list; a video to a model without video is
     one line on stderr, exit 1, no traceback."""
-    import subprocess
-    import sys
-
-    root = CLIP.parent.parent
-    out = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", "tiny-internvl2.5", "--video",
-                          str(CLIP), "--num-frames", "4", "--text", "Where does the square go?", "--json"],
-                         cwd=root, capture_output=True, text=True, timeout=300)
+    out = run_cli("inspect", "--model", "tiny-internvl2.5", "--video",
+                          str(CLIP), "--num-frames", "4", "--text", "Where does the square go?", "--json", timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     data = json.loads(out.stdout)
     (video,) = data["videos"]
     assert video["num_frames"] == 4 and len(video["timestamps_s"]) == 4 and video["count"] == 4 * 256
     assert data["num_video_tokens"] == video["length"] and data["images"] == []
-    refused = subprocess.run([sys.executable, "-m", "vlm_demo", "inspect", "--model", "tiny-llava-1.5", "--video",
-                              str(CLIP), "--text", "?"], cwd=root, capture_output=True, text=True, timeout=300)
+    refused = run_cli("inspect", "--model", "tiny-llava-1.5", "--video",
+                              str(CLIP), "--text", "?", timeout=300)
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines()[-1].endswith("tiny-llava-1.5 does not take video (it takes: image); "
                                                             "pick a model that does")

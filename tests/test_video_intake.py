@@ -21,6 +21,7 @@ from vlm_demo.errors import InputError
 from vlm_demo.intake import Video, is_video_name, is_video_url, load, load_video, load_video_url
 from vlm_demo.intake.containers import sniff_video
 from vlm_demo.settings import Settings
+from .conftest import data_url
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 ALLOWED = "use mp4, webm, mov, mkv"
@@ -238,12 +239,8 @@ def test_sniffing(data, container):
 
 # --- URLs ------------------------------------------------------------------------------------------------
 
-def data_url(data: bytes, media_type: str = "video/mp4") -> str:
-    return f"data:{media_type};base64," + base64.b64encode(data).decode()
-
-
 async def test_data_urls():
-    video = await load_video_url(data_url(example(".mp4")), Settings())
+    video = await load_video_url(data_url(example(".mp4"), "video/mp4"), Settings())
     assert (video.container, video.num_frames, video.fps) == ("mp4", 48, 12.0)
     webm = await load_video_url(data_url(example(".webm"), "video/webm"), Settings())
     assert (await load_video_url(webm.data_url(), Settings())).digest == webm.digest
@@ -257,8 +254,8 @@ BAD_DATA_URLS = {
     "an image type": (data_url(b"x", "image/png"), {},
                       "data: URL has media type 'image/png'; only video/* is accepted"),
     "no comma": ("data:video/mp4;base64", {}, "malformed data: URL (expected data:video/mp4;base64,...)"),
-    "a PNG inside": (data_url((ASSETS / "shape-a.png").read_bytes()), {}, "not a video (a PNG image)"),
-    "over the byte limit": (data_url(bytes(30_000)), {"max_video_bytes": 10_000},
+    "a PNG inside": (data_url((ASSETS / "shape-a.png").read_bytes(), "video/mp4"), {}, "not a video (a PNG image)"),
+    "over the byte limit": (data_url(bytes(30_000), "video/mp4"), {"max_video_bytes": 10_000},
                             "data: URL is larger than 10,000 bytes"),
 }
 
@@ -282,7 +279,7 @@ def test_is_video_url(url, video):
 
 async def test_media_urls_pick_the_loader(monkeypatch):
     picture = data_url((ASSETS / "shape-a.png").read_bytes(), "image/png")
-    (clip,) = await load(data_url(example(".mp4")), Settings())  # one source, one attachment
+    (clip,) = await load(data_url(example(".mp4"), "video/mp4"), Settings())  # one source, one attachment
     (image,) = await load(picture, Settings())
     assert isinstance(clip, Video) and isinstance(image, Image.Image)
     with pytest.raises(InputError, match="^fetching video URLs is off on this server"):

@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import profile, serving
 from ..errors import InputError, VlmDemoError
 from ..registry import AUTO, Registry
-from ..settings import DOCUMENT_DPI, Settings
+from ..settings import Settings
 
 
 DEFAULT_PICTURE = Path(__file__).resolve().parents[2] / "assets" / "bar-chart.png"
@@ -71,9 +71,9 @@ def _stdout_to_stderr():
 
 
 def _request(args: argparse.Namespace, settings: Settings):
-    from .. import intake
-    from ..registry import Sampling
-    from ..service import ChatRequest, Turn
+    """The registry (with the model a directory or an endpoint names) and the one request the arguments ask for
+    (``service.ask_request``, as every front end makes it)."""
+    from ..service import Ask, Source, ask_request
 
     registry = _registry(settings)
     model = args.model
@@ -84,23 +84,15 @@ def _request(args: argparse.Namespace, settings: Settings):
         spec = profile.spec_for_directory(registry, Path(model), trust_remote_code=args.trust_remote_code,
                                           max_model_len=args.max_model_len)
         registry, model = registry.with_model(spec), spec.name
-    mm_kwargs = json.loads(args.mm_kwargs) if args.mm_kwargs else {}  # (a JSON object: ``check_arguments``)
-    from ..registry import flat_kwargs
-
-    spec = registry.get(model)
-    sources = [*((p, "image") for p in args.image or []), *((p, "image_embeds") for p in args.image_embeds or []),
-               *((p, "video") for p in args.video or [])]
-    documents = intake.DocumentOptions(dpi=args.dpi or profile.adapter(spec).document_dpi or DOCUMENT_DPI,
-                                       pages=args.pages or "")
-    media = intake.by_modality(asyncio.run(intake.load_all(sources, settings, documents)))
-    video_io = {k: v for k, v in (("num_frames", args.num_frames), ("fps", args.fps)) if v is not None}
-    mm_kwargs = profile.profile(spec).control_names(flat_kwargs(mm_kwargs))  # size.longest_edge: max_pixels
-    sampling = spec.sampling
-    if getattr(args, "max_tokens", None):
-        sampling = Sampling(**{**sampling.__dict__, "max_tokens": args.max_tokens})
-    request = ChatRequest(model=model, turns=(Turn("user", args.text, media),), system=args.system or "",
-                          mm_kwargs=mm_kwargs, sampling=sampling, media_io={"video": video_io} if video_io else {})
-    return registry, request
+    sources = (*(Source(p, "file", "image") for p in args.image or []),
+               *(Source(p, "file", "image_embeds") for p in args.image_embeds or []),
+               *(Source(p, "file", "video") for p in args.video or []))
+    ask = Ask(model=model, text=args.text, sources=sources, system=args.system or "",
+              settings=json.loads(args.mm_kwargs) if args.mm_kwargs else {},  # (a JSON object: ``check_arguments``)
+              sampling={"max_tokens": args.max_tokens} if getattr(args, "max_tokens", None) else {},
+              video={k: v for k, v in (("num_frames", args.num_frames), ("fps", args.fps)) if v is not None},
+              pages=args.pages or "", dpi=args.dpi or 0, each_page=getattr(args, "each_page", False))
+    return registry, asyncio.run(ask_request(ask, registry, settings))
 
 
 async def _with_service(registry: Registry, settings: Settings, run, engine: bool = True):
@@ -156,8 +148,6 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
                 return event
         return None
 
-    if args.each_page:
-        request = dataclasses.replace(request, each_page=True)
     done = asyncio.run(_with_service(registry, settings, run))
     if args.json:
         pages = {"pages": [dataclasses.asdict(p) for p in done.pages], "total_s": done.total_s} if done.pages else {}

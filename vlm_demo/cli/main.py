@@ -137,7 +137,8 @@ def check_arguments(args: argparse.Namespace, settings: Settings) -> None:
     """Refuse what the command line alone shows to be wrong (``InputError``, one line), before any library loads
     (vLLM and transformers take seconds): a dpi or frame rate out of range, pages that are no range, a max_tokens
     under 1, --mm-kwargs that is no JSON object, a file that is not there."""
-    from ..intake.documents import check_dpi, page_numbers
+    from ..intake.documents import check_dpi, is_document_name, page_numbers
+    from ..intake.urls import is_document_url
 
     if getattr(args, "dpi", None) is not None:
         check_dpi(args.dpi)
@@ -158,6 +159,9 @@ def check_arguments(args: argparse.Namespace, settings: Settings) -> None:
             raise InputError(f"--mm-kwargs is not JSON: {exc}") from None
         if not isinstance(found, dict):
             raise InputError("--mm-kwargs must be a JSON object, e.g. '{\"max_pixels\": 401408}'")
+    if getattr(args, "each_page", False) and not any(
+            is_document_name(p) or is_document_url(p) for p in args.image or []):
+        raise InputError("--each-page reads a document's pages one request each: give a PDF with --image")
     for flag in ("image", "image_embeds", "video"):
         for source in getattr(args, flag, None) or []:
             if "://" not in source and not source.startswith("data:") and not Path(source).is_file():

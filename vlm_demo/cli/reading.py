@@ -67,7 +67,7 @@ def cmd_read(args: argparse.Namespace, settings: Settings) -> int:
     (no generation), and its cells' boxes mapped into the page picture's pixels with the family's format."""
     from ..grounding import cells, place
     from ..intake import Page, picture
-    from ..service import Turn, grounding_of
+    from ..service import Turn, grounding_of, page_requests
 
     answers = [_read_answer(path) for path in args.answer]
     registry, request = _request(args, settings)
@@ -80,7 +80,9 @@ def cmd_read(args: argparse.Namespace, settings: Settings) -> int:
     if len(pages) != len(answers):
         raise InputError(f"{len(pages)} page{'s' * (len(pages) != 1)} but {len(answers)} answer"
                          f"{'s' * (len(answers) != 1)}: give one --answer file per page, in page order")
-    split = [dataclasses.replace(request, turns=(Turn("user", question.text, {"image": (page,)}),)) for page in pages]
+    split = ([one for _, one in page_requests(request)] if all(isinstance(page, Page) for page in pages) else  # (as
+             [dataclasses.replace(request, turns=(Turn("user", question.text, {"image": (page,)}),))  # the service
+              for page in pages])  # splits a document's pages; pictures given one by one are each a page)
     out = _stdout_to_stderr() if args.json else sys.stdout
 
     async def run(service):

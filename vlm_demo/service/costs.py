@@ -7,14 +7,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import intake, profile
-from ..intake import DocumentOptions
-from ..settings import DOCUMENT_DPI
+from .asking import Ask, Source, ask_request
 from .chat import ChatService
 from .pages import page_requests
-from .requests import ChatRequest, Turn
+from .requests import ChatRequest
 
 DEFAULT_QUESTION = "Read this document."
+
+
+async def cost_request(service: ChatService, document: str, model: str, pages: str = "", dpi: int = 0,
+                       question: str = DEFAULT_QUESTION, controls: Mapping[str, Any] | None = None) -> ChatRequest:
+    """The request whose cost ``document_cost`` tells, made as every front end makes its request (``asking``): the
+    document a URL, each page on its own."""
+    ask = Ask(model=model, text=question, sources=(Source(document, "url"),), settings=dict(controls or {}),
+              pages=pages or "", dpi=dpi or 0, each_page=True)
+    return await ask_request(ask, service.registry, service.settings)
 
 
 async def document_cost(service: ChatService, document: str, model: str, pages: str = "", dpi: int = 0,
@@ -24,12 +31,8 @@ async def document_cost(service: ChatService, document: str, model: str, pages: 
     PDF or a picture; ``pages``/``dpi`` as the page's document controls (empty / 0: all pages, the family's DPI);
     ``controls``: the model's per-request processor settings by kwarg (``{"max_pixels": 200704}``).
     ``VlmDemoError`` (one line) for an unknown model, a bad document or setting."""
-    spec = service.registry.get(model)
-    options = DocumentOptions(dpi=dpi or profile.adapter(spec).document_dpi or DOCUMENT_DPI, pages=pages or "")
-    items = await intake.load_url(document, service.settings, documents=options)
-    request = ChatRequest(model, (Turn("user", question, {"image": items}),), mm_kwargs=dict(controls or {}),
-                          each_page=True)
-    split = page_requests(request) if any(isinstance(i, intake.Page) for i in items) else [(None, request)]
+    request = await cost_request(service, document, model, pages, dpi, question, controls)
+    split = page_requests(request) if request.each_page else [(None, request)]
     rendered = [await service.inspect(one, start_engine=False) for _, one in split]
     found = [(one.items["image"][-1], one.budget.total) for one in rendered]
     window = rendered[0].budget.max_model_len

@@ -1,19 +1,17 @@
-"""The page's values as the chat service's typed input: the message read into a user turn (uploads decoded and
-checked, then URLs fetched) and the model, sampling and controls checked into a ``ChatRequest``. Gradio-free."""
+"""The page's values as the chat service's typed input: what the page asks (``page_ask``: the model, sampling and
+controls checked), the message's uploads and URL lines read into a user turn, and the ``ChatRequest`` made of them
+the one way every front end makes it (``service.asking``). Gradio-free."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import intake
 from ..errors import InputError
-from ..intake import (DocumentOptions, Page, Video, is_document_name, is_document_url, is_video_name, is_video_url,
-                      page_ranges)
-from ..registry import Registry, Sampling
-from ..service import ChatRequest, Turn
+from ..intake import DocumentOptions, Page, Video, is_document_url, is_video_url, page_ranges
+from ..registry import Registry
+from ..service import Ask, ChatRequest, Source, Turn, read_turn, request_of
 from ..settings import Settings
 from .overlays import OVERLAYS, image_file
 
@@ -21,64 +19,60 @@ if TYPE_CHECKING:
     from .controls import Controls
 
 
-def chat_request(registry: Registry, controls: Controls, model: str, turns: Sequence[Turn], system: str,
-                 sampling: Sequence[Any], values: Mapping[str, Any] | Sequence[Any]) -> ChatRequest:
-    """The typed request for the page's values (``sampling``: temperature, top_p, max_tokens, seed; ``values``:
-    the ``controls``' values); ``InputError`` for a value of the wrong type."""
-    spec = registry.get(model)
-    mm_kwargs = controls.mm_kwargs(model, values)
+def page_ask(controls: Controls, model: str, system: str, sampling: Sequence[Any],
+             values: Mapping[str, Any] | Sequence[Any], text: str = "", sources: tuple[Source, ...] = ()) -> Ask:
+    """What the page asks for, from its values (``sampling``: temperature, top_p, max_tokens, seed; ``values``: the
+    ``controls``' values, each checked against its control); ``InputError`` for a value of the wrong type."""
     temperature, top_p, max_tokens, seed = sampling
     try:
-        params = Sampling(temperature=float(temperature), top_p=float(top_p), max_tokens=int(max_tokens),
-                          seed=int(seed) if seed not in (None, "", -1) else None,
-                          # models.yaml's own; the page has no control for these
-                          ignore_eos=spec.sampling.ignore_eos, regex=spec.sampling.regex,
-                          extra_args=spec.sampling.extra_args,
-                          printable_only=spec.sampling.printable_only)
+        asked = {"temperature": float(temperature), "top_p": float(top_p), "max_tokens": int(max_tokens),
+                 "seed": int(seed) if seed not in (None, "", -1) else None}
     except (TypeError, ValueError) as exc:
         raise InputError(f"sampling settings: {str(exc).splitlines()[0]}") from None
-    each_page = bool(turns) and controls.each_page(values) and any(
-        isinstance(item, Page) for item in turns[-1].media.get("image", ()))
-    return ChatRequest(model=model, turns=tuple(turns), system=system or "", mm_kwargs=mm_kwargs,
-                       sampling=params, media_io=controls.media_io(values), each_page=each_page)
+    documents = controls.documents(values)
+    return Ask(model=model, text=text, sources=sources, system=system or "", settings=controls.mm_kwargs(model, values),
+               sampling=asked, video=controls.media_io(values).get("video", {}), pages=documents.pages,
+               dpi=documents.dpi, each_page=controls.each_page(values))
+
+
+def chat_request(registry: Registry, controls: Controls, model: str, turns: Sequence[Turn], system: str,
+                 sampling: Sequence[Any], values: Mapping[str, Any] | Sequence[Any]) -> ChatRequest:
+    """The typed request for the page's values over ``turns`` (the conversation and the typed message), made as
+    every front end makes it (``service.request_of``)."""
+    return request_of(page_ask(controls, model, system, sampling, values), registry, turns)
+
+
+def message_sources(message: dict | None, url_text: str | None) -> tuple[str, tuple[Source, ...]]:
+    """The message's text and its attachments as sources: its uploads, then the URL box's lines."""
+    message = message if isinstance(message, dict) else {}
+    text = message.get("text", "") or ""
+    files = [f if isinstance(f, str) else (f or {}).get("path", "") for f in message.get("files", []) or []]
+    links = [line.strip() for line in (url_text or "").splitlines() if line.strip()]
+    return text, (*(Source(f, "upload") for f in files), *(Source(link, "url") for link in links))
 
 
 async def read_message(message: dict | None, url_text: str | None, settings: Settings,
                        documents: DocumentOptions = DocumentOptions()) -> tuple[Turn, tuple[Any, ...]]:
-    """The message as a user turn (uploads first, then URLs), and as the chat shows it: a PDF as the pages
-    ``documents`` names, at its DPI. Counts are checked before anything is decoded; decoding, rasterising and
-    checking run in worker threads, off the event loop."""
-    message = message if isinstance(message, dict) else {}
-    text = message.get("text", "") or ""
-    if not isinstance(text, str):
-        raise InputError("the message text must be a string")
-    files = [f if isinstance(f, str) else (f or {}).get("path", "") for f in message.get("files", []) or []]
-    links = [line.strip() for line in (url_text or "").splitlines() if line.strip()]
-    videos = sum(1 for f in files if is_video_name(f)) + sum(1 for link in links if is_video_url(link))
-    documents_n = sum(1 for f in files if is_document_name(f)) + sum(1 for link in links if is_document_url(link))
-    for modality, n in (("image", len(files) + len(links) - videos - documents_n), ("video", videos)):
-        per_turn, _ = settings.media_limits(modality)
-        if n > per_turn:
-            raise InputError(f"{n} {modality}s in one message; the limit is {per_turn}")
-    loaded = [await intake.load_file(path, settings, name=Path(path).name, documents=documents)  # (not its folder)
-              for path in files]
-    items = [item for found in loaded for item in found]
+    """The message as a user turn (uploads first, then URLs: ``service.read_turn``, as every front end reads its
+    attachments), and as the chat shows it: a PDF as the pages ``documents`` names, at its DPI. Counts are checked
+    before anything is decoded; decoding, rasterising and checking run in worker threads, off the event loop."""
+    text, given = message_sources(message, url_text)
+    turn, read = await read_turn(text, given, settings, documents)
+    uploads = [(s.where, found) for s, found in zip(given, read, strict=True) if s.origin == "upload"]
     # A clip shows as its first frame (a browser plays few of the codecs vLLM decodes), a document as its first
     # page, each said in words
-    firsts = [found[0] for found in loaded]
-    pictures = [await asyncio.to_thread(image_file, item.poster, OVERLAYS)
-                if isinstance(item, Video) and item.poster is not None else
-                await asyncio.to_thread(image_file, item.image, OVERLAYS) if isinstance(item, Page) else path
-                for path, item in zip(files, firsts, strict=True)]
-    clips = "".join(f"\n[video: {item.name}, {item.duration_s:.1f} s; its first frame shown]"
-                    for item in firsts if isinstance(item, Video))
-    clips += "".join(f"\n[{document_text(found)}]" for found in loaded if isinstance(found[0], Page))
-    for link in links:  # a URL, never a path on this server
-        items += await intake.load_url(link, settings, documents=documents)
+    pictures = [await asyncio.to_thread(image_file, found[0].poster, OVERLAYS)
+                if isinstance(found[0], Video) and found[0].poster is not None else
+                await asyncio.to_thread(image_file, found[0].image, OVERLAYS) if isinstance(found[0], Page) else path
+                for path, found in uploads]
+    clips = "".join(f"\n[video: {found[0].name}, {found[0].duration_s:.1f} s; its first frame shown]"
+                    for _, found in uploads if isinstance(found[0], Video))
+    clips += "".join(f"\n[{document_text(found)}]" for _, found in uploads if isinstance(found[0], Page))
+    links = [s.where for s in given if s.origin == "url"]
     shown = text + clips + "".join(
         f"\n[{'video' if is_video_url(link) else 'document' if is_document_url(link) else 'image'}: {link[:80]}]"
         for link in links)
-    return Turn("user", text, intake.by_modality(items)), (*pictures, shown)
+    return turn, (*pictures, shown)
 
 
 

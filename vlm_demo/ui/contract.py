@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import profile
-from ..service import video_sampling
-from ..settings import DOCUMENT_DPI, MAX_TOKENS_SLIDER, VIDEO_FPS, VIDEO_NUM_FRAMES
+from ..service import documents_of, video_sampling
+from ..settings import MAX_TOKENS_SLIDER, VIDEO_FPS, VIDEO_NUM_FRAMES
 
 PANEL_OUTPUTS = ("prompt", "runs", "table", "gallery", "budget")
 """The prompt and expansion panels."""
@@ -121,7 +121,7 @@ def control_names(registry: Any) -> tuple[str, ...]:
 def document_defaults(spec: Any) -> dict[str, Any]:
     """Where the document controls start for ``spec``: its family's DPI where its checkpoint documents one, every
     page."""
-    return {"dpi": profile.adapter(spec).document_dpi or DOCUMENT_DPI, "pages": "", "each_page": False}
+    return {"dpi": documents_of(spec).dpi, "pages": "", "each_page": False}
 
 
 def max_tokens_limit(spec: Any) -> int:
