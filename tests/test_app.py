@@ -460,7 +460,16 @@ def test_in_a_real_browser(app, picture, clean_log):
             page.locator("#image-urls textarea").fill("http://2130706433/latest/meta-data/")
             page.locator("#question textarea").fill("And this one?")
             page.locator("#question textarea").press("Enter")
-            page.get_by_text("loopback address").first.wait_for(timeout=30_000)
+            try:
+                page.get_by_text("loopback address").first.wait_for(timeout=30_000)
+            except Exception as exc:
+                exc.add_note(page.evaluate("""() => JSON.stringify({note: document.querySelector('#message-note').innerText,
+                    stop: document.querySelector('#stop').disabled, users: document.querySelectorAll('#chat .user').length,
+                    toasts: [...document.querySelectorAll('.toast-body')].map(e => e.innerText),
+                    box: document.querySelector('#question textarea').value,
+                    urls: document.querySelector('#image-urls textarea').value,
+                    pending: [...document.querySelectorAll('.pending, .generating')].map(e => e.id || e.className).slice(0, 10)})"""))
+                raise
             page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
         finally:
             page.screenshot(path=str(ARTIFACTS / "browser-last.png"), full_page=True)

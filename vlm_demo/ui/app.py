@@ -28,7 +28,6 @@ def wire(page: Page, on: Handlers) -> None:
     answering = {"show_progress": "hidden"}
     chat_event = page.message.submit(on.submit, None, chat_outputs, api_name="chat", inputs_kwargs=named("chat"),
                                      **answering)
-    chat_event.success(lambda: "", None, page.urls, api_name=False)  # the URLs went with the question
     retry_event = page.retry_btn.click(on.retry, None, chat_outputs, api_name="retry", inputs_kwargs=named("retry"),
                                        **answering)
     for answered in (chat_event, retry_event):  # the status line as the answer leaves the engine (not a tick later)
@@ -37,7 +36,7 @@ def wire(page: Page, on: Handlers) -> None:
     # An answer's render: its panels in their own event (not repeated in every streamed update), the box cleared
     page.rendered.change(on.panels, page.rendered, page.out(RENDER_OUTPUTS), api_name="panels",
                          concurrency_limit=None, show_progress_on=[page.prompt])  # never behind the answers
-    page.rendered.change(message_box, page.rendered, page.message, api_name=False, queue=False)
+    page.rendered.change(message_box, page.rendered, [page.message, page.urls], api_name=False, queue=False)
     # Stop ends the answer's stream, which shows the answer as stopped itself (Gradio's cancellation of the event
     # would leave its outputs marked "Error" on the page)
     page.stop_btn.click(on.stop, None, page.stop_btn, api_name="stop", queue=False)
@@ -51,7 +50,8 @@ def wire(page: Page, on: Handlers) -> None:
     undone.then(on.renders.follow, None, inspect_outputs, api_name=False, **inspecting)
     # Files attached are checked at once (a refused one leaves the box, the note beside it says why), and the panels
     # follow what is attached, as they follow a control (one render for the latest state: ``always_last``)
-    page.message.change(on.renders.attachments, page.message, [page.message, page.message_note, page.attached],
+    page.message.change(on.renders.attachments, [page.message, page.attached],
+                        [page.message, page.message_note, page.attached],
                         api_name=False, queue=False, show_progress="hidden", trigger_mode="always_last")
     page.attached.change(on.renders.attached, None, inspect_outputs, api_name=False, trigger_mode="always_last",
                          **inspecting)
@@ -89,11 +89,12 @@ def wire(page: Page, on: Handlers) -> None:
                            inputs_kwargs=named("compare"))
 
 
-def message_box(rendered: tuple[int, Any]) -> Any:
-    """The message box as an answer's render changed it (``Page.rendered``): emptied once the engine has the question
-    (True), the question put back where only the engine could refuse it (the box's value), else left as it is."""
+def message_box(rendered: tuple[int, Any]) -> tuple[Any, Any]:
+    """The message box and the URL box as an answer's render changed them (``Page.rendered``): emptied once the engine
+    has the question (True: the URLs went with it), the question put back where only the engine could refuse it (the
+    box's value), else left as they are."""
     box = rendered[1]
-    return None if box is True else box if isinstance(box, dict) else gr.skip()
+    return (None, "") if box is True else (box if isinstance(box, dict) else gr.skip(), gr.skip())
 
 
 def build_page(service: ChatService, default_model: str) -> tuple[gr.Blocks, Page]:

@@ -40,6 +40,7 @@ class Handlers:
         self.page = page
         self.answers = Answers(service, page)
         self.renders = Renders(service, page, self.answers.live)
+        self.answers.not_sent = self.renders.not_sent  # (a send refused in the stream is noted as the page's are)
         """The renders without an answer (the panels as the message and controls change, Inspect, Compare)."""
         self.picker = Picker(service, page, self.answers.stop)
         """The model picker's events."""
@@ -101,7 +102,7 @@ class Handlers:
                 shown = (*shown[:-1], user.text + shown[-1][len(typed):])  # as the model gets it (URL lines kept)
             await asyncio.to_thread(self.service.check, asked)
         except VlmDemoError as exc:  # refused in place: said beside the box, the question stays in it
-            yield {self.page.message_note: f"**not sent**: {exc}"}
+            yield {self.page.message_note: self.renders.not_sent(session, str(exc))}
             refuse(request, str(exc))
             return
         self.renders.sent(session)
@@ -128,7 +129,7 @@ class Handlers:
                 asked = dataclasses.replace(asked, detect=detect.strip())
             await asyncio.to_thread(self.service.check, asked)
         except VlmDemoError as exc:
-            yield {self.page.message_note: f"**not sent**: {exc}"}
+            yield {self.page.message_note: self.renders.not_sent(_session(request), str(exc))}
             refuse(request, str(exc))
             return
         async for update in self.answers.answer(before, exchange, asked, session=request.session_hash, marks=marks,

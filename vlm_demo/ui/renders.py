@@ -54,6 +54,10 @@ class Renders:
         """Per session, what the reader's task picked says beside the box (a task that sends no text)."""
         self._problems: dict[str, str] = {}
         """Per session, why the message as last rendered could not be sent ("" where it can)."""
+        self._not_sent: dict[str, tuple[str, int]] = {}
+        """Per session, why its last send was refused in place, and how many renders it had asked for then."""
+        self._quiet: dict[str, bool] = {}
+        """Per session, that the next change of its files is the box emptied by a send (no render)."""
 
     def request(self, model: str, turns: tuple[Turn, ...], system: str, sampling: tuple[Any, ...],
                 controls: Mapping[str, Any], control_set: Controls | None = None) -> ChatRequest:
@@ -63,11 +67,19 @@ class Renders:
                             controls)
 
     def sent(self, session: str) -> None:
-        """A question left the message box: the notes on its files and its task go with it, and the box emptied as
-        it is rendered renders no panel."""
+        """A question left the message box: the notes on its files, its task and a refusal go with it, and the box
+        emptied as it is rendered renders no panel."""
         self._refused.pop(session, None)
         self._task_notes.pop(session, None)
+        self._not_sent.pop(session, None)
         self._sent[session] = True
+
+    def not_sent(self, session: str, why: str) -> str:
+        """A send refused in place: said beside the box until the next send or a render asked for after it (the
+        person moved a control, changed the files: the note then says what that render finds), whatever render
+        asked for before ends after it; the note."""
+        self._not_sent[session] = (why, self._inspects.get(session, 0))
+        return self.note(session)
 
     def outdate(self, session: str) -> None:
         """The conversation changed under the panels (Undo, Clear): a render asked for before (a control moved just
@@ -123,13 +135,14 @@ class Renders:
     async def attached(self, request: gr.Request, *, message, conversation, model, system, urls,
                        **controls) -> dict[Any, Any]:
         """A file attached, replaced or removed: the panels as ``follow`` renders them; nothing while the session's
-        answer runs (its own render is in the panels)."""
-        if self.live(_session(request)):
+        answer runs (its own render is in the panels), nor for the box emptied as its question was sent."""
+        session = _session(request)
+        if self._quiet.pop(session, False) or self.live(session):
             return gr.skip()
         return await self.follow(request, message=message, conversation=conversation, model=model, system=system,
                                  urls=urls, **controls)
 
-    async def attachments(self, request: gr.Request, message: Any) -> dict[Any, Any]:
+    async def attachments(self, request: gr.Request, message: Any, attached: str) -> dict[Any, Any]:
         """The message box changed: files just attached are checked as a question would take them (one that would
         be refused leaves the box at once, no broken thumbnail, and the note beside the box says which and why until
         the message is sent; each file is checked once: a keystroke changes the box too), and the files kept are the
@@ -149,8 +162,9 @@ class Renders:
                 while len(self._checked) > ATTACHMENTS_CHECKED:
                     self._checked.pop(next(iter(self._checked)))
         kept = "\n".join(p for p in files if p and not self._checked.get(p))
-        sent = self._sent.pop(session, False)
-        out: dict[Any, Any] = {} if sent and not kept else {self.page.attached: kept}  # (emptied by a send: no render)
+        out: dict[Any, Any] = {self.page.attached: kept}
+        if self._sent.pop(session, False) and not kept and attached:  # the box emptied by a send: its files are the
+            self._quiet[session] = True  # question's now (the answer's render shows them), nothing to render
         if refused := [self._checked[p] for p in files if self._checked.get(p)]:
             out[self.page.message] = {"text": message.get("text", ""), "files": [
                 f for f, path in zip(entries, files, strict=True) if not self._checked.get(path)]}
@@ -187,7 +201,11 @@ class Renders:
             self._refused.pop(oldest, None)
             self._task_notes.pop(oldest, None)
             self._sent.pop(oldest, None)
+            self._not_sent.pop(oldest, None)
+            self._quiet.pop(oldest, None)
         said = quiet or from_the_page(request)
+        if session in self._not_sent and self._not_sent[session][1] < serial:  # (a render asked for since)
+            del self._not_sent[session]
         try:
             view = await self._shown_view(session, message, conversation, model, system, urls, controls, quiet, said)
         except VlmDemoError as exc:
@@ -222,6 +240,7 @@ class Renders:
         """The note beside the message box: the files refused from it (until the message is sent) and why the
         message as it stands could not be sent."""
         said = [self._task_notes.get(session, ""), self._refused.get(session, ""),
+                f"**not sent**: {refused[0]}" if (refused := self._not_sent.get(session)) else "",
                 f"**cannot be sent**: {problem}" if (problem := self._problems.get(session)) else ""]
         return " · ".join(s for s in said if s)
 

@@ -10,7 +10,7 @@ import dataclasses
 import itertools
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gradio as gr
@@ -139,6 +139,8 @@ class Answers:
         self._renders: OrderedDict[str, Render] = OrderedDict()
         """Each session's last render for an answer, for its panels (``PAGE_RENDERS_KEPT`` sessions at most)."""
         self._serial = itertools.count(1)
+        self.not_sent: Callable[[str, str], str] = lambda session, why: f"**not sent**: {why}"
+        """Note a send refused before the engine had it (the session, why); the note beside the box."""
 
     def stop(self, session: str) -> None:
         """Stop ``session``'s answer, if one streams (none: the answer had ended, and Stop changes nothing)."""
@@ -210,7 +212,7 @@ class Answers:
                 if isinstance(event, Failed):
                     if not engine_has_it:  # refused in place: the chat as it was, the question still in the box
                         yield page.values(**shown | {"chat": chat_messages(before), "stats": "", "stop_btn": STOP_OFF,
-                                                     "message_note": f"**not sent**: {event.message}",
+                                                     "message_note": self.not_sent(session, event.message),
                                                      "stats_data": stats_data(None, "refused")}) | {
                             page.conversation: live.shown(before)}
                         refuse(caller, event.message)
