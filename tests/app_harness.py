@@ -7,8 +7,13 @@ import contextlib
 import dataclasses
 import html
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import httpx
 
 from gradio_client import Client, handle_file
 
@@ -18,7 +23,7 @@ from vlm_demo.service import ChatService
 from vlm_demo.ui.app import build_app, launch_kwargs
 from vlm_demo.ui.contract import api_inputs, named_outputs
 
-from .conftest import free_port
+from .conftest import ROOT, free_port
 from .intake_servers import Internet
 
 MODEL, OTHER = "tiny-qwen2.5-vl", "tiny-llava-1.5"
@@ -38,6 +43,26 @@ class App:
 
     def __iter__(self):  # url, engines, registry = app
         return iter((self.url, self.engines, self.registry))
+
+
+def launch_app(env: dict[str, str], log: Path, up_s: float = 120) -> tuple[subprocess.Popen, str]:
+    """``python app.py`` as a person runs it (its output in ``log``, a session of its own: the app lowers it itself,
+    and a signal to it reaches its engines as a terminal's would) on a free port; once its page answers, the process
+    and the page's URL."""
+    port = free_port()
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port)], cwd=ROOT, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + up_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2, trust_env=False).status_code == 200:
+                return proc, url
+        assert proc.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.5)
+    proc.kill()
+    raise AssertionError(f"the page did not come up in {up_s:.0f} s:\n{log.read_text()[-3000:]}")
 
 
 @contextlib.contextmanager

@@ -441,7 +441,7 @@ def test_in_a_real_browser(app, picture, clean_log):
             }).observe(document.querySelector('#chat'), {subtree: true, childList: true, characterData: true});
         }""")
         page.locator("#question textarea").press("Enter")
-        page.wait_for_function("document.querySelector('#stats').innerText.includes('tokens/s')", timeout=120_000)
+        page.wait_for_function("document.querySelector('#stats').innerText.includes('finish:')", timeout=120_000)
         lengths = sorted({n for n in page.evaluate("window.answerLengths") if n > 0})
         assert len(lengths) >= 2, f"the answer did not stream in: {lengths}"
         # the panels of the same render (their own event), and the message box cleared for the next question
@@ -980,7 +980,7 @@ def test_detect_draws_the_box_in_a_real_browser(app, picture, clean_log):
         page.locator("#question textarea").fill("Find it.")
         page.wait_for_timeout(500)
         page.locator("#question textarea").press("Enter")
-        page.wait_for_function("document.querySelector('#stats').innerText.includes('tokens/s')", timeout=120_000)
+        page.wait_for_function("document.querySelector('#stats').innerText.includes('finish:')", timeout=120_000)
         page.locator("#chat .bot img").last.wait_for(timeout=30_000)
         answer = page.locator("#chat .bot").filter(has_text="bbox_2d").last.inner_text()
         src = page.locator("#chat .bot img").last.get_attribute("src")

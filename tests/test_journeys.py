@@ -17,16 +17,13 @@ The answers of the tiny (random-weight) models run to ``max_tokens`` here (the j
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
@@ -34,8 +31,9 @@ from vlm_demo import families
 from vlm_demo.profile import load_registry
 from vlm_demo.service import video_sampling
 
+from .app_harness import launch_app
 from .browser import SPLIT_WORDS_JS, Watch, chromium
-from .conftest import ARTIFACTS, ROOT, free_port, make_image
+from .conftest import ARTIFACTS, ROOT, make_image
 
 pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.browser]
 
@@ -112,7 +110,6 @@ def app(journey_registry, tmp_path_factory):
 
     release_session_engines()  # the app's engines get their memory
     shutil.rmtree(SHOTS, ignore_errors=True)
-    port = free_port()
     folder = tmp_path_factory.mktemp("app")
     log = ARTIFACTS / "journeys-app.log"
     env = {**os.environ, "VLM_DEMO_MODELS_FILE": str(journey_registry.path), "GRADIO_TEMP_DIR": str(folder),
@@ -120,17 +117,7 @@ def app(journey_registry, tmp_path_factory):
     env.pop("HF_HUB_OFFLINE", None)
     # The browser as on a person's own machine (its own session); the app in a session of its own, which it lowers
     # itself (VLM_DEMO_SESSION_NICE): vLLM's engine core busy-waits, and Chromium otherwise got no CPU for seconds
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port)], cwd=ROOT, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=2, trust_env=False).status_code == 200:
-                break
-        assert proc.poll() is None, log.read_text()[-3000:]
-        time.sleep(0.5)
+    proc, url = launch_app(env, log)
     try:
         yield url, log
     finally:

@@ -15,11 +15,8 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
-import httpx
 import psutil
 import pytest
 import yaml
@@ -27,8 +24,9 @@ import yaml
 from vlm_demo.profile import load_registry
 from vlm_demo.settings import Settings
 
+from .app_harness import launch_app
 from .browser import SPLIT_WORDS_JS, Watch, chromium
-from .conftest import ARTIFACTS, ROOT, data_url, free_port, make_image
+from .conftest import ARTIFACTS, ROOT, data_url, make_image
 from .test_journeys import Person
 
 pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.browser]
@@ -221,21 +219,10 @@ def test_one_sitting_across_every_capability(sitting_registry, files, tmp_path, 
     release_session_engines()  # the app's engines get their memory
     shutil.rmtree(SHOTS, ignore_errors=True)
     log = ARTIFACTS / "sitting-app.log"
-    port = free_port()
     env = {**os.environ, "VLM_DEMO_MODELS_FILE": str(sitting_registry.path), "VLM_DEMO_MODEL": MODELS[0],
            "GRADIO_TEMP_DIR": str(tmp_path / "gradio"), "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "app.py"), "--port", str(port)], cwd=ROOT, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}/"
+    proc, url = launch_app(env, log)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(url, timeout=2, trust_env=False).status_code == 200:
-                    break
-            assert proc.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.5)
         with chromium() as browser:
             desktop = browser.new_page(viewport={"width": 1600, "height": 1000})
             watch = Watch(desktop, log, SHOTS, "desktop")
