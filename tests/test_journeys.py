@@ -411,9 +411,14 @@ def model_journey(person: Person, spec, pictures, first: bool, compare_with=None
     else:
         person.pick(spec)
     person.attach(pictures[0], text="What is written here?")
-    person.inspect()
+    # the panels follow the picture attached, no click (vLLM's renderer, while the engine starts too)
+    person.wait("() => !!document.querySelector('#rendered-prompt .sent-settings') && "
+                "/image 1/.test(document.querySelector('#image-table').innerText)", timeout_s=120)
+    person.settle()
+    if first:
+        person.inspect()  # (Inspect only renders the same)
     person.no_overflow()
-    watch.check(f"{spec.name}: inspect one picture")
+    watch.check(f"{spec.name}: one picture attached, its cost shown")
     if compare_with is not None:
         person.compare(compare_with, pictures[0])
         watch.check(f"{spec.name}: compare with {compare_with.name}")
