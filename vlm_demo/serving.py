@@ -40,7 +40,8 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     registry.get(name)  # unknown names fail here, before the server starts
     engines = EngineManager(settings)
     engines.warm()  # engine processes' imports now, beside the page's build
-    if yield_to_other_sessions(settings.session_nice):
+    nice_before = yield_to_other_sessions(settings.session_nice)
+    if nice_before is not None:
         logging.getLogger(__name__).info("this session runs at nice %d: a browser on this machine keeps its CPU while "
                                          "an answer streams", settings.session_nice)
     atexit.register(engines.close)  # any other way out still stops the engines
@@ -60,7 +61,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             raise VlmDemoError(f"the page did not come up on {host}:{port}: {exc}") from None
         stop.wait()
     finally:
-        _stop_serving(demo, engines, settings)
+        _stop_serving(demo, engines, settings, nice_before)
     return 0
 
 
@@ -94,20 +95,24 @@ class StopSignals:
         return self.received
 
 
-def _stop_serving(demo, engines, settings: Settings) -> None:
+def _stop_serving(demo, engines, settings: Settings, nice_before: int | None = None) -> None:
     """Stop the app in order: the page takes no new requests (Gradio's queue and listening socket close; the
     server then waits for open requests), the engines shut down, which ends answers still streaming, and the
     server's thread ends, all within ``settings.stop_grace_s``; a process of ours still running
     after that (an engine caught starting) is killed, so none outlives the app. One deadline for all: the page's
     server is not waited for past it (a client that keeps a connection open held it to its own bound: 5 s and more
-    in all)."""
+    in all). The session's nice value goes back to ``nice_before`` first: at nice 19 on a machine busy with other
+    sessions' work, the stop got about 1.5% of the CPU and took a minute (CI: 65.7 s); the session yields to a
+    browser while answers stream, not while it ends."""
     import psutil
 
-    from .engine.processes import descendants
+    from .engine.processes import descendants, session_nice
 
     log = logging.getLogger(__name__)
     log.info("stopping: closing the page, shutting the engines down")
     t0 = time.perf_counter()
+    if nice_before is not None:
+        session_nice(nice_before)
     closing = threading.Thread(target=demo.close, kwargs={"verbose": False}, name="gradio-close", daemon=True)
     closing.start()
     deadline = t0 + settings.stop_grace_s

@@ -9,11 +9,11 @@ instead). Rendering and generation happen here: ``renderer.py`` (vLLM's renderer
 from .availability import Availability
 from .local import Engine
 from .manager import EngineManager
-from .processes import has_gpu, yield_to_other_sessions
+from .processes import has_gpu, session_nice, yield_to_other_sessions
 from .reasoning import check_spec
 from .remote import RemoteEngine
 from .renderer import Renderer, chat_params
 from .types import ItemGeometry, ItemRange, RenderedPrompt, TokenDelta
 
 __all__ = ["Availability", "Engine", "EngineManager", "ItemGeometry", "ItemRange", "RemoteEngine", "RenderedPrompt", "Renderer",
-           "TokenDelta", "chat_params", "check_spec", "has_gpu", "yield_to_other_sessions"]
+           "TokenDelta", "chat_params", "check_spec", "has_gpu", "session_nice", "yield_to_other_sessions"]

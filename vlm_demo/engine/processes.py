@@ -30,18 +30,35 @@ def has_gpu() -> bool:
     return not current_platform.is_cpu()
 
 
-def yield_to_other_sessions(nice: int) -> bool:
+def yield_to_other_sessions(nice: int) -> int | None:
     """On CPU, give this process's session (its Linux autogroup: this process, the engines it starts and the rest of
     the terminal it runs in) the nice value ``nice``, so a browser on the same machine gets the CPU it needs while
-    vLLM's engine processes busy-wait (``Settings.session_nice``). False where nothing changed (a GPU, no
-    autogroups, not allowed, ``nice`` 0)."""
+    vLLM's engine processes busy-wait (``Settings.session_nice``). The session's nice value before, to give back
+    with ``session_nice``; None where nothing changed (a GPU, no autogroups, not allowed, ``nice`` 0)."""
     if nice <= 0 or has_gpu():
-        return False
+        return None
+    before = _autogroup_nice()
+    if before is None or not session_nice(nice):
+        return None
+    return before
+
+
+def session_nice(nice: int) -> bool:
+    """Set this session's autogroup nice value (raising it back to where it was needs no privilege, down to 0);
+    False where it could not be set."""
     try:
         Path("/proc/self/autogroup").write_text(str(nice))
     except OSError:
         return False
     return True
+
+
+def _autogroup_nice() -> int | None:
+    """This session's autogroup nice value ("/autogroup-42 nice 19"), None without autogroups."""
+    try:
+        return int(Path("/proc/self/autogroup").read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def cpu_preload() -> dict[str, str]:
