@@ -263,7 +263,7 @@ def serve_bodies(pdf: Path, pages: int, max_tokens: int, allowed: list[int] | No
     from vlm_demo.engine.openai_request import USAGE
     from vlm_demo.export import chat_completions_body
     from vlm_demo.intake import DocumentOptions, load_document
-    from vlm_demo.profile import load_registry, profile
+    from vlm_demo.profile import load_registry, resolve
     from vlm_demo.registry import Sampling
     from vlm_demo.service import ChatRequest, Turn
     from vlm_demo.settings import Settings
@@ -274,7 +274,7 @@ def serve_bodies(pdf: Path, pages: int, max_tokens: int, allowed: list[int] | No
     bodies = []
     for page in load_document(pdf, settings, DocumentOptions(dpi=dpi, pages=page_range)):
         request = ChatRequest(MODEL, (Turn("user", QUESTION, {"image": (page,)}),),
-                              mm_kwargs=profile(spec).default_mm_kwargs(), sampling=sampling)
+                              mm_kwargs=resolve(spec).default_mm_kwargs(), sampling=sampling)
         body = chat_completions_body(request, spec) | USAGE | {"model": MODEL}
         if allowed is not None:
             body["allowed_token_ids"] = allowed

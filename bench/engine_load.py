@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from vlm_demo.engine import EngineManager
-from vlm_demo.profile import load_registry, profile
+from vlm_demo.profile import load_registry, resolve
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, ChatService, Delta, Done, Failed, Turn, to_openai_messages
 from vlm_demo.settings import Settings
@@ -201,7 +201,7 @@ async def measure(model: str, loads: list[Load], inspector_pairs: int, distinct:
                 into.append(ttft)
         # The inspection alone (the pure functions over the rendered ids), timed directly.
         asked = _request(model, shared, 4)
-        one = await service._render(profile(spec), engine, asked)
+        one = await service._render(resolve(spec), engine, asked)
         t1 = time.perf_counter()
         for _ in range(50):
             service._inspect(engine, one, asked)

@@ -999,7 +999,6 @@ def test_the_page_shows_a_model_its_processors_controls(registry, settings):
     """A registry model whose entry offers no controls (the tiny Qwen2.5-VL directory as ``family: generic``)
     gets its processor's on the page: derived once before the page is built, shown for it alone, starting at
     the checkpoint's values, and what the page sends for them is checked and nested as the processor takes it."""
-    from vlm_demo.profile import profile
     from vlm_demo.registry import ModelSpec
     from vlm_demo.tiny_models import tiny_model_dir
     from vlm_demo.ui.controls import Controls
@@ -1013,7 +1012,7 @@ def test_the_page_shows_a_model_its_processors_controls(registry, settings):
     try:
         service = ChatService(with_generic, engines, settings)
         build_app(service, default_model=spec.name)  # derives the generic model's controls first
-        controls = Controls(with_generic, settings, control_names(with_generic), [])
+        controls = Controls(service.profiles, settings, control_names(service.profiles), [])
         edge = controls.props(spec.name, "size.longest_edge")
         assert edge["visible"] and edge["value"] == 12845056 and edge["minimum"] < 12845056 < edge["maximum"]
         assert not controls.props(MODEL, "size.longest_edge")["visible"]
@@ -1021,7 +1020,7 @@ def test_the_page_shows_a_model_its_processors_controls(registry, settings):
         values = [200704 if k == "size.longest_edge" else None for k in controls.kwargs]
         chosen = controls.mm_kwargs(spec.name, values)
         assert chosen == {"size.longest_edge": 200704}
-        assert profile(spec).mm_processor_kwargs(chosen) == {  # the image processor's alone, the dict whole
+        assert service.profile(spec.name).mm_processor_kwargs(chosen) == {  # the image processor's alone, the dict whole
             "images_kwargs": {"size": {"longest_edge": 200704, "shortest_edge": 3136}}}
     finally:
         engines.shutdown_all()

@@ -79,6 +79,32 @@ def test_the_page_holds_no_engine_manager():
                 pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno} reaches .engines: ask the service instead")
 
 
+def module_state(path: Path) -> list[str]:
+    """The names ``path`` binds at module level to a mutable container (a dict, list or set: a process-wide store)."""
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, ast.AnnAssign) else [])
+        value = getattr(node, "value", None)
+        mutable = isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)) or (
+            isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and value.func.id in {"dict", "list", "set", "OrderedDict"})
+        found += [t.id for t in targets if isinstance(t, ast.Name) and mutable]
+    return found
+
+
+def test_profiles_are_the_services_not_the_processs():
+    """A model's profile is resolved once by the service and handed down (issue 45): profile.py keeps no process-wide
+    store (a ``_known`` dict there was looked up by 38 calls in 16 files and written by the engine), and the engine
+    layer keeps none of the service's (it returns the controls it derives; the service keeps them)."""
+    assert module_state(PACKAGE / "profile.py") == []
+    for path in sorted((PACKAGE / "engine").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in {"keep", "Profiles"}:
+                pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno} keeps a profile: return it to the service")
+    assert "_SESSION_ENGINES" in module_state(Path(__file__).parent / "conftest.py")  # (the check sees a store)
+
+
 def test_the_rules_see_a_breach():
     """The checks above fail where they should: a page module importing the engine layer, a lower one gradio."""
     assert "engine" in imported(PACKAGE / "cli" / "commands.py") and "engine" in imported(PACKAGE / "inspector" / "core.py")

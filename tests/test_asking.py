@@ -46,7 +46,7 @@ async def the_four(registry, settings, service, report, model, pages, dpi, max_p
     named, controls = page_request(registry, settings, report, model, pages, dpi, max_pixels)
     turn, _ = await read_message(named["message"], named["urls"], settings, controls.documents(named))
     sampling = tuple(named[k] for k in ("temperature", "top_p", "max_tokens", "seed"))
-    page = chat_request(registry, controls, model, (turn,), named["system"], sampling, named)
+    page = chat_request(controls, model, (turn,), named["system"], sampling, named)
     args = build_parser().parse_args(["chat", "--model", model, "--image", str(report), "--pages", pages, "--dpi",
                                       str(dpi), "--each-page", "--text", QUESTION, "--mm-kwargs",
                                       f'{{"max_pixels": {max_pixels}}}'])
@@ -89,3 +89,39 @@ def test_a_documents_dpi_is_decided_once(registry):
     """The family's where its checkpoint documents one (dots.ocr 200), else 144; what is asked, where asked."""
     assert documents_of(registry.get(READER)).dpi == 200 and documents_of(registry.get(MODEL)).dpi == 144
     assert documents_of(registry.get(READER), "1", 100).dpi == 100
+
+
+async def test_a_question_resolves_its_model_once(registry, settings, engines, report, monkeypatch):
+    """The profile handed down (issue 45): a service resolves a model's profile once, and a question's way from the
+    page's values to what the engine renders with (the request, its checks, Detect, the media options, Export's body,
+    a reader's document view) resolves nothing again: with the resolver failing after the first, it all still works.
+    What one service keeps (controls derived) is its own: another service's profile of the model is untouched."""
+    from vlm_demo import profile
+    from vlm_demo.export import chat_completions_body
+    from vlm_demo.service import ChatService, detect_request, sent_media_io
+    from vlm_demo.ui.answer import document_view
+
+    service = ChatService(registry, engines, settings)
+    found = service.profile(MODEL)
+    assert service.profile(MODEL) is found  # kept
+    controls = Controls(service.profiles, settings, control_names(service.profiles), ())  # (the page: every model's)
+
+    def again(*args, **kwargs):
+        raise AssertionError("a profile resolved again on a question's way")
+    monkeypatch.setattr(profile, "resolve", again)
+    values = api_inputs(service.profiles, "chat", MODEL, {"text": QUESTION, "files": [str(report)]},
+                        controls={"max_pixels": 200704, "pages": "1"})
+    named = dict(zip([n for n in endpoint_inputs("chat", controls.kwargs) if n != "conversation"], values,
+                     strict=True))
+    turn, _ = await read_message(named["message"], named["urls"], settings, controls.documents(named))
+    sampling = tuple(named[k] for k in ("temperature", "top_p", "max_tokens", "seed"))
+    request = detect_request(chat_request(controls, MODEL, (turn,), named["system"], sampling, named),
+                             service.profile(MODEL), "the title")
+    assert service.validate(request) is found and request.mm_kwargs == {"max_pixels": 200704}
+    assert chat_completions_body(request, found)["mm_processor_kwargs"] == found.mm_processor_kwargs(request.mm_kwargs)
+    assert sent_media_io(request, found, settings) == {} and document_view(found, request)("answer", ()) == ""
+
+    kept = service.profiles.keep(found.with_derived(()))
+    monkeypatch.undo()
+    other = ChatService(registry, engines, settings)
+    assert service.profile(MODEL) is kept and other.profile(MODEL).derived is None

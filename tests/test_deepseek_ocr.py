@@ -107,10 +107,10 @@ def test_the_entries_start_as_the_recipe_says(registry, name):
     cache, and prefix caching off (the entry's choice stands over the app's default, on for known families)."""
     from vlm_demo.engine.startup import serve_kwargs
     from vlm_demo.export import serve_command
-    from vlm_demo.profile import profile
+    from vlm_demo.profile import resolve
 
     processor = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
-    kwargs = serve_kwargs(profile(registry.get(name)))
+    kwargs = serve_kwargs(resolve(registry.get(name)))
     assert kwargs["enable_prefix_caching"] is False and kwargs["mm_processor_cache_gb"] == 0
     assert kwargs["logits_processors"] == [processor] and kwargs["max_model_len"] == 8192
     command = serve_command(registry.get(name))
@@ -156,7 +156,7 @@ def test_each_request_carries_the_recipes_ngram_arguments(registry, settings, na
     spec = registry.get(name)
     td = [1080, 1081] if spec.tiny else [128821, 128822]  # (the tiny tokenizer: 256 bytes, then the same tokens)
     xargs = {"ngram_size": 30, "window_size": 90, "whitelist_token_ids": td}
-    sent = chat_request(registry, Controls(registry, settings, (), ()), name, (), "", (0.0, 1.0, 64, None), {}).sampling
+    sent = chat_request(Controls(registry, settings, (), ()), name, (), "", (0.0, 1.0, 64, None), {}).sampling
     assert sent.extra_args == xargs  # the page's request keeps the entry's (it has no control for them)
     body = request_body({"model": name, "messages": [{"role": "user", "content": "Free OCR."}]}, sent)
     assert body["vllm_xargs"] == xargs and 'extra_body={"vllm_xargs": body["vllm_xargs"]}' in python_snippet(body, spec)

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from vlm_demo.profile import profile
+from vlm_demo.profile import resolve
 
 from vlm_demo import families, tiny_models
 from vlm_demo.registry import load_registry
@@ -32,7 +32,7 @@ CASES = [(name, i) for name, adapter in sorted(families.ADAPTERS.items())
 async def render(renderer, images, mm_kwargs=None, text="What is in this picture?"):
     spec = renderer.spec
     request = ChatRequest(model=spec.name, turns=(Turn("user", text, {"image": tuple(images)}),))
-    return await renderer.render(to_openai_messages(request), profile(spec).mm_processor_kwargs(mm_kwargs or {}))
+    return await renderer.render(to_openai_messages(request), resolve(spec).mm_processor_kwargs(mm_kwargs or {}))
 
 
 def image_counts(rendered) -> list[int]:
@@ -129,7 +129,7 @@ async def test_glm_ocr_size_at_its_ends_gives_glms_resize(renderer):
     from vlm_demo.families.glm_ocr import LONGEST_EDGE, SHORTEST_EDGE, count
 
     r = renderer(TINY["glm_ocr"])
-    found = profile(r.spec)
+    found = resolve(r.spec)
     assert [c.kwarg for c in found.controls] == ["size.shortest_edge", "size.longest_edge"]
     wide, tall = make_image(1280, 720, seed=1), make_image(300, 500, seed=2)
     for control in found.controls:
@@ -273,8 +273,8 @@ async def test_a_directory_keeps_its_checkpoints_own_settings(registry, engines,
     directory = tiny_model_dir("qwen2_5_vl", settings.cache_dir / "tiny-models")
     spec = spec_for_directory(registry, directory)
     assert [c.kwarg for c in spec.controls] == ["min_pixels", "max_pixels", "videos_kwargs.max_pixels"]
-    assert spec.default_mm_kwargs() == {} and profile(spec).startup_mm_kwargs() == {}
-    assert profile(spec).initial("max_pixels") == 1003520  # the slider starts at the checkpoint's value, clamped to its range
+    assert spec.default_mm_kwargs() == {} and resolve(spec).startup_mm_kwargs() == {}
+    assert resolve(spec).initial("max_pixels") == 1003520  # the slider starts at the checkpoint's value, clamped to its range
     own = await render(engines.start_renderer(spec), [make_image(1600, 400)])
     assert image_counts(own) == [798]  # 1596x392: 14x57 cells, the checkpoint's max_pixels (12845056) allows it
     entry = await render(engines.start_renderer(registry.get("tiny-qwen2.5-vl")), [make_image(1600, 400)])
@@ -297,11 +297,11 @@ async def test_auto_behaves_as_the_named_family(registry, engines, settings):
                 controls=entry.controls, sampling=entry.sampling)
     named = ModelSpec(name="named-qwen", label="named", family="qwen2_5_vl", **same)
     auto = ModelSpec(name="auto-qwen", label="auto", family="auto", **same)
-    assert profile(auto).adapter is profile(named).adapter is families.ADAPTERS["qwen2_5_vl"]
-    assert profile(auto).model_type == "qwen2_5_vl"
-    assert video_sampling(auto) == video_sampling(named) == "fps"
-    assert grounding_of(auto) is grounding_of(named) and has_grounding(auto)
-    assert profile(auto).initial("max_pixels") == profile(named).initial("max_pixels")
+    assert resolve(auto).adapter is resolve(named).adapter is families.ADAPTERS["qwen2_5_vl"]
+    assert resolve(auto).model_type == "qwen2_5_vl"
+    assert video_sampling(resolve(auto)) == video_sampling(resolve(named)) == "fps"
+    assert grounding_of(resolve(auto)) is grounding_of(resolve(named)) and has_grounding(auto)
+    assert resolve(auto).initial("max_pixels") == resolve(named).initial("max_pixels")
     assert serve_command(auto).replace(auto.name, "X") == serve_command(named).replace(named.name, "X")
     both = ChatService(registry.with_model(named).with_model(auto), engines, settings)
     turn = (Turn("user", "Where is the cat?", {"image": (make_image(1280, 720),)}),)
@@ -310,7 +310,7 @@ async def test_auto_behaves_as_the_named_family(registry, engines, settings):
     a, b = [await both.inspect(r, start_engine=False) for r in requests]
     assert a.prompt_token_ids == b.prompt_token_ids and a.family == b.family == "qwen2_5_vl"
     assert a.items["image"][0].grid == b.items["image"][0].grid is not None  # the family's geometry rule
-    asked = [detect_request(r, m, "the cat").turns[-1].text for r, m in zip(requests, (named, auto))]
+    asked = [detect_request(r, both.profile(m.name), "the cat").turns[-1].text for r, m in zip(requests, (named, auto))]
     assert asked[0] == asked[1] != turn[0].text  # Detect mode asks in the family's format
 
 
@@ -524,13 +524,13 @@ def test_the_video_slider_shows_what_is_sent_until_moved(registry, settings):
     """Tiny Qwen2.5-VL: ``max_pixels`` has a default, sent into the video processor's scope too; the video frames'
     ``max_pixels`` slider starts at that value and says whose it is (it showed the checkpoint's 602112 while 401408
     was sent), sends nothing while unmoved, and its own value once moved."""
-    from vlm_demo.profile import profile
+    from vlm_demo.profile import resolve
     from vlm_demo.ui.contract import control_names
     from vlm_demo.ui.controls import Controls
 
     controls = Controls(registry, settings, control_names(registry), ())
     props = controls.props("tiny-qwen2.5-vl", "videos_kwargs.max_pixels")
-    found = profile(registry.get("tiny-qwen2.5-vl"))
+    found = resolve(registry.get("tiny-qwen2.5-vl"))
     sent = found.mm_processor_kwargs(controls.mm_kwargs("tiny-qwen2.5-vl", {
         **{k: None for k in controls.kwargs}, "max_pixels": 401408, "videos_kwargs.max_pixels": props["value"]}))
     assert props["value"] == sent["videos_kwargs"]["size"]["longest_edge"] == 401408

@@ -148,7 +148,7 @@ async def test_detect_mode_on_the_engine(registry, engines, settings):
         spec = registry.get(model)
         base = ChatRequest(model=model, turns=(Turn("user", "", {"image": (picture,)}),),
                            sampling=dataclasses.replace(spec.sampling, max_tokens=80, seed=1))
-        request = detect_request(base, spec, "the yellow band")
+        request = detect_request(base, service.profile(model), "the yellow band")
         events = [e async for e in service.chat(request)]
         assert not any(isinstance(e, Failed) for e in events), events
         done = events[-1]
@@ -276,7 +276,7 @@ def test_reader_formats_have_no_detect_mode():
     assert DEEPSEEK_OCR.bounds(None) == (999, 999) and DOTS_OCR.bounds((1232, 1764)) == (1232, 1764)
 
 
-def test_detect_refuses_a_reader_and_is_not_offered(registry, monkeypatch):
+def test_detect_refuses_a_reader_and_is_not_offered(registry):
     """A reader's format has boxes but no "where is X" question: Detect mode is not offered for it (its boxes are
     still read from any answer), and a Detect request is one line naming the families that have it."""
     import dataclasses
@@ -288,11 +288,10 @@ def test_detect_refuses_a_reader_and_is_not_offered(registry, monkeypatch):
     from vlm_demo.ui.contract import has_grounding
 
     spec = registry.get("tiny-qwen2.5-vl")
-    assert has_grounding(spec) and grounding_of(spec, detect=True) is QWEN2_5_VL
-    found = profile.profile(spec)
+    found = profile.resolve(spec)
+    assert has_grounding(spec) and grounding_of(found, detect=True) is QWEN2_5_VL
     reader = dataclasses.replace(found, adapter=dataclasses.replace(found.adapter, grounding=DOTS_OCR))
-    monkeypatch.setattr(profile, "adapter", lambda spec: reader.adapter)
-    assert grounding_of(reader) is DOTS_OCR and not has_grounding(spec)
+    assert grounding_of(reader) is DOTS_OCR and not has_grounding(reader)
     with pytest.raises(InputError, match=r"reads documents: .*\(Detect mode: .*Qwen2"):
         grounding_of(reader, detect=True)
 

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from vlm_demo import families
-from vlm_demo.profile import load_registry
+from vlm_demo.profile import load_registry, resolve
 from vlm_demo.service import video_sampling
 
 from .app_harness import launch_app
@@ -143,11 +143,10 @@ def pictures(tmp_path_factory):
 
 def sent_as(spec, kwarg: str) -> tuple[str, ...]:
     """The names a control's value goes to vLLM under (Qwen's min_pixels: images_kwargs.size.shortest_edge, ...)."""
-    from vlm_demo.profile import profile
     from vlm_demo.registry import flat_kwargs
 
     marker = 987654321
-    sent = flat_kwargs(profile(spec).mm_processor_kwargs({kwarg: marker}))
+    sent = flat_kwargs(resolve(spec).mm_processor_kwargs({kwarg: marker}))
     return tuple(k for k, v in sent.items() if v == marker) or (kwarg,)
 
 
@@ -199,7 +198,7 @@ class Person:
         assert re.search(r"starting|ready", self.status()), self.status()
         expected = {f"slider-{c.kwarg.replace('.', '-')}" for c in spec.controls}
         if spec.engine_args.limit_mm_per_prompt.get("video", 0):
-            expected |= {"slider-fps"} | ({"slider-num_frames"} if video_sampling(spec) != "fps" else set())
+            expected |= {"slider-fps"} | ({"slider-num_frames"} if video_sampling(resolve(spec)) != "fps" else set())
         if spec.engine_args.limit_mm_per_prompt.get("image", 0):  # how a PDF's pages are read
             expected |= {"slider-dpi", "slider-pages", "slider-each_page"}
         deadline = time.monotonic() + 5

@@ -10,7 +10,7 @@ import pytest
 
 from vlm_demo.engine.renderer import printable_only
 from vlm_demo.export import PRINTABLE_NOTE, chat_completions_body, curl_command, python_snippet, serve_command
-from vlm_demo.profile import profile
+from vlm_demo.profile import resolve
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Done, Failed, Rendered, Turn
 
@@ -96,7 +96,7 @@ async def test_drift_between_the_processor_caches_heals_by_resending(service, re
     engine._forget(engine._for_engine_core(rendered.rendered.engine_input)[1])  # the core has it: not a drift
     lost = make_image(224, 308, seed=24)
     lost_turns = (Turn("user", "What is this?", {"image": (lost,)}),)
-    lost_render = await service._render(profile(registry.get(MODEL)), engine,
+    lost_render = await service._render(resolve(registry.get(MODEL)), engine,
                                         ChatRequest(model=MODEL, turns=lost_turns))
     engine._for_engine_core(lost_render.engine_input)  # counted as sent; never sent
     sent = spy_on_generate(monkeypatch, engine)

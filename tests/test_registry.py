@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vlm_demo.profile import check, profile
+from vlm_demo.profile import check, resolve
 
 from vlm_demo.errors import RegistryError, UnknownModelError
 from vlm_demo.registry import EngineArgs, load_registry, parse_registry
@@ -58,11 +58,11 @@ PAGE_OF_TEXT = 1500
 def test_a_readers_max_tokens_holds_a_page_within_its_context(registry):
     """Issue 44: each document reader's default max_tokens holds a page's text (the tiny readers had 64) and fits its
     context beside an A4 page at its family's dpi (the real checkpoint's known count)."""
-    readers = [m for m in registry.models if profile(m).adapter.tasks]
+    readers = [m for m in registry.models if resolve(m).adapter.tasks]
     assert {m.family for m in readers} >= {"dots_ocr", "paddleocr_vl", "glm_ocr", "lightonocr", "deepseek_ocr",
                                            "deepseek_ocr2"}
     for spec in readers:
-        known = [k for k in profile(spec).adapter.known_counts.get("image", ())
+        known = [k for k in resolve(spec).adapter.known_counts.get("image", ())
                  if not k.mm_kwargs and 1.3 < k.size[1] / k.size[0] < 1.5]  # an A4 page, the checkpoint's own settings
         page = max((k.count for k in known), default=0)
         window = spec.engine_args.max_model_len
@@ -78,7 +78,7 @@ def test_parses_typed_values():
     assert m1.controls[0].kwarg == "max_pixels" and m1.controls[0].default == 50000
     assert m1.sampling.temperature == 0.2 and m1.sampling.top_p == 0.9
     # as transformers' current API takes it: each processor's whole size, its other edge at the checkpoint's
-    assert profile(m1).startup_mm_kwargs() == {"images_kwargs": {"size": {"longest_edge": 100000, "shortest_edge": 3136}},
+    assert resolve(m1).startup_mm_kwargs() == {"images_kwargs": {"size": {"longest_edge": 100000, "shortest_edge": 3136}},
                                                "videos_kwargs": {"size": {"longest_edge": 100000, "shortest_edge": 100352}}}
     assert m1.default_mm_kwargs() == {"max_pixels": 50000}
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -153,7 +153,7 @@ def test_qwen_pixel_bounds_go_as_the_processors_size():
     from vlm_demo.families.qwen2_5_vl import ADAPTER
     from vlm_demo.registry import processor_kwargs
 
-    found = profile(parse(GOOD).get("m1"))
+    found = resolve(parse(GOOD).get("m1"))
     assert found.adapter is ADAPTER
     assert found.mm_processor_kwargs({"min_pixels": 6272, "videos_kwargs.max_pixels": 200704}) == {
         "images_kwargs": {"size": {"shortest_edge": 6272, "longest_edge": 50000}},

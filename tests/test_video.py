@@ -12,7 +12,7 @@ from vlm_demo.engine.renderer import chat_params
 from vlm_demo.export import chat_completions_body
 from vlm_demo.inspector import contact_sheet, to_json
 from vlm_demo.intake import load_video
-from vlm_demo.profile import profile
+from vlm_demo.profile import resolve
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, ChatService, Done, Failed, Rendered, Turn, sent_media_io, to_openai_messages
 from vlm_demo.settings import VIDEO_FPS, VIDEO_NUM_FRAMES
@@ -46,7 +46,7 @@ async def test_video_ids_are_the_renderers_and_the_groups_add_up(model, clip, re
         r = renderer(model)
         server_tok = dataclasses.replace(r._renderer.default_chat_tok_params, add_special_tokens=False)
         mm_kwargs = {**registry.get(model).default_mm_kwargs()}
-        media_io = sent_media_io(request, profile(registry.get(model)), settings)
+        media_io = sent_media_io(request, resolve(registry.get(model)), settings)
         _, (reference,) = await r._renderer.render_chat_async(
             [to_openai_messages(request)], chat_params(mm_kwargs, media_io),
             server_tok, prompt_extras={"mm_processor_kwargs": mm_kwargs} if mm_kwargs else None, skip_mm_cache=True)

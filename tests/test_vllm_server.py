@@ -187,7 +187,7 @@ async def test_an_auto_endpoint_entry_gets_its_checkpoints_family(server: Server
     """An endpoint entry with ``family: auto``: what the server says it serves (``/v1/models`` ``root``, here the
     tiny model's directory) gives the checkpoint's model_type, so the entry has its family's adapter (markers,
     geometry, Detect) as a named entry has, in the service and the engine alike."""
-    from vlm_demo.profile import profile
+    from vlm_demo.profile import resolve
 
     spec = server.spec
     named = dataclasses.replace(spec_for_endpoint(registry, server.url, spec.name), name=f"remote-{spec.name}")
@@ -197,7 +197,7 @@ async def test_an_auto_endpoint_entry_gets_its_checkpoints_family(server: Server
     def request(model: str) -> ChatRequest:
         return ChatRequest(model=model, turns=(Turn("user", "Hi", {"image": (make_image(640, 480),)}),))
     a, b = await both.inspect(request(named.name)), await both.inspect(request(auto.name))
-    assert a.family == b.family == spec.family and profile(auto).adapter is profile(named).adapter
+    assert a.family == b.family == spec.family and resolve(auto).adapter is resolve(named).adapter
     assert a.prompt_token_ids == b.prompt_token_ids and a.items["image"][0].grid == b.items["image"][0].grid
 
 

@@ -15,13 +15,14 @@ from .service import ChatRequest, sent_media_io, to_openai_messages
 from .settings import Settings
 
 
-def chat_completions_body(request: ChatRequest, spec: ModelSpec, stream: bool = True,
+def chat_completions_body(request: ChatRequest, model: ModelSpec | profile.Profile, stream: bool = True,
                           settings: Settings | None = None) -> dict[str, Any]:
     """The OpenAI-compatible request body that replays ``request`` against ``vllm serve``: the body the app's
     remote engine posts (``engine.openai_request``), sampling fields (``ignore_eos`` too) included; image
     embeddings, which JSON cannot carry, are said to be left out."""
+    found = profile.profile_of(model)
+    spec = found.spec
     sampling = request.sampling or spec.sampling
-    found = profile.profile(spec)
     prompt = prompt_body(spec.served_model_name or spec.repo or spec.path or spec.name, to_openai_messages(request),
                          found.mm_processor_kwargs(request.mm_kwargs),
                          sent_media_io(request, found, settings or Settings()), leave_out_embeds=True)
@@ -54,16 +55,18 @@ def frontend_flags(spec: ModelSpec) -> list[tuple[str, str | None]]:
     return [] if fmt == "auto" else [("--chat-template-content-format", fmt)]
 
 
-def serve_command(spec: ModelSpec, model_dir: str | None = None) -> str:
+def serve_command(model: ModelSpec | profile.Profile, model_dir: str | None = None) -> str:
     """The ``vllm serve`` command the exported request is meant for (for an endpoint entry: the server
     it already goes to). ``model_dir``: where a tiny entry's files were built (a registry name is nothing a
     server can load); it is served under the entry's name, which the exported request names."""
     from .engine.startup import serve_kwargs
 
+    found = profile.profile_of(model)
+    spec = found.spec
     if spec.remote:
         return (f"# {spec.endpoint} serves {spec.served_model_name}; the controls need it started with "
                 "--trust-request-mm-kwargs")
-    kwargs = {k: v for k, v in serve_kwargs(profile.profile(spec)).items() if not (k == "load_format" and spec.tiny)}
+    kwargs = {k: v for k, v in serve_kwargs(found).items() if not (k == "load_format" and spec.tiny)}
     kwargs["reasoning_parser"] = spec.reasoning_parser  # the server splits reasoning as the app does (None: no flag)
     if spec.tiny:
         args = [f"vllm serve {shlex.quote(model_dir or f'<the {spec.name} directory>')}",

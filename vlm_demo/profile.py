@@ -1,4 +1,5 @@
-"""A model's profile: its registry entry with the family adapter that describes it, resolved once.
+"""A model's profile: its registry entry with the family adapter that describes it, resolved once per model by the
+service that serves it (``Profiles``) and handed down to every step of a request.
 
 Every layer asks here what family a model is of; nothing else looks an adapter up by name. ``family: auto``
 means the same everywhere: the adapter whose checkpoints have this checkpoint's config.json ``model_type``,
@@ -161,6 +162,15 @@ class Profile:
             return None
         return self.control_names(flat_kwargs(self.mm_processor_kwargs({}))).get(kwarg)
 
+    def with_derived(self, controls: tuple[ControlSetting, ...], values: Mapping[str, int | bool] | None = None,
+                     dicts: Mapping[str, Mapping[str, int]] | None = None, scoped: frozenset[str] = frozenset(),
+                     aliases: Mapping[str, str] | None = None) -> Profile:
+        """This profile with the controls derived from its model's processor (the engine layer derives them):
+        ``values`` the checkpoint's own, ``dicts`` its dict kwargs, ``scoped`` those sent as the image
+        processor's alone, ``aliases`` the names its docs use."""
+        return replace(self, derived=controls, checkpoint_values=dict(values or {}), dicts=dict(dicts or {}),
+                       scoped=scoped, aliases=dict(aliases or {}))
+
     def startup_mm_kwargs(self) -> dict[str, Any]:
         """Kwargs the engine starts with: cache-sizing controls the entry sets at their largest value (a checkbox
         that sizes the cache: on), so every value works per request. A control without a default leaves the
@@ -170,47 +180,61 @@ class Profile:
                            if c.kwarg in sizing and c.default is not None})
 
 
-_known: dict[str, Profile] = {}
-_lock = threading.Lock()
-
-
-def profile(spec: ModelSpec, model_dir: str | Path | None = None) -> Profile:
-    """The profile of ``spec``, resolved once (``model_dir``: the directory an engine starts from, where
-    the checkpoint has just arrived)."""
-    with _lock:
-        known = _known.get(spec.name)
-    if known is not None and known.spec == spec and (model_dir is None or known.model_type is not None):
-        return known
+def resolve(spec: ModelSpec, model_dir: str | Path | None = None) -> Profile:
+    """The profile of ``spec``, read from its checkpoint where this machine has it (``model_dir``: the directory an
+    engine starts from, or the checkpoint a server says it serves). Nothing is kept: a service keeps its models'
+    profiles (``Profiles``), an engine the one it started with."""
     config = read_config(spec, model_dir)
     model_type = _model_type(config)
     if spec.family == AUTO:
         adapter = families.for_model_type(model_type or "", _architectures(config))
     else:
         adapter = families.GENERIC if spec.family == families.GENERIC.name else families.ADAPTERS[spec.family]
-    found = Profile(spec, adapter, model_type)
-    if known is not None and known.spec == spec and known.adapter is adapter:  # what was derived stays
-        found = replace(found, derived=known.derived, checkpoint_values=known.checkpoint_values, dicts=known.dicts,
-                        scoped=known.scoped, aliases=known.aliases)
-    if spec.family != AUTO or model_type is not None:  # an auto entry not read yet: ask again later
-        with _lock:
-            _known[spec.name] = found
-    return found
+    return Profile(spec, adapter, model_type)
 
 
-def remember_derived(spec: ModelSpec, controls: tuple[ControlSetting, ...], values: Mapping[str, int | bool],
-                     dicts: Mapping[str, Mapping[str, int]], scoped: frozenset[str] = frozenset(),
-                     aliases: Mapping[str, str] | None = None) -> Profile:
-    """Keep the controls derived from ``spec``'s processor in its profile (the engine layer derives them)."""
-    found = replace(profile(spec), derived=controls, checkpoint_values=dict(values), dicts=dict(dicts), scoped=scoped,
-                    aliases=dict(aliases or {}))
-    with _lock:
-        _known[spec.name] = found
-    return found
+def profile_of(model: ModelSpec | Profile) -> Profile:
+    """``model``'s profile: itself, or a registry entry's resolved (where no service's is at hand: a test, a tool)."""
+    return model if isinstance(model, Profile) else resolve(model)
 
 
-def adapter(spec: ModelSpec) -> Adapter:
-    """The family adapter of ``spec`` (its profile's)."""
-    return profile(spec).adapter
+class Profiles:
+    """The profiles of one registry's models, each resolved once (again while a ``family: auto`` entry's checkpoint
+    is not here: until then it is generic) and kept with the controls derived from its processor. The chat service
+    owns one; what it resolves is handed down to every step of a request."""
+
+    def __init__(self, registry: Registry):
+        self.registry = registry
+        """The models."""
+        self._found: dict[str, Profile] = {}
+        self._lock = threading.Lock()
+
+    def get(self, model: str | ModelSpec, where: str | Path | None = None) -> Profile:
+        """The profile of ``model`` (a name or an entry); ``where``: the checkpoint its engine or server uses, where
+        the app knows it (an auto entry's family is read there)."""
+        spec = self.registry.get(model) if isinstance(model, str) else model
+        with self._lock:
+            known = self._found.get(spec.name)
+        if known is not None and known.spec == spec and (known.model_type is not None or spec.family != AUTO):
+            return known
+        found = resolve(spec, where)
+        if known is not None and known.spec == spec and known.adapter is found.adapter:  # what was derived stays
+            found = replace(found, derived=known.derived, checkpoint_values=known.checkpoint_values,
+                            dicts=known.dicts, scoped=known.scoped, aliases=known.aliases)
+        if spec.family != AUTO or found.model_type is not None:  # an auto entry not read yet: ask again later
+            self.keep(found)
+        return found
+
+    @classmethod
+    def of(cls, models: Registry | Profiles) -> Profiles:
+        """``models`` as profiles: a store itself, or a registry's models resolved afresh (a test, a tool)."""
+        return models if isinstance(models, Profiles) else cls(models)
+
+    def keep(self, found: Profile) -> Profile:
+        """Keep ``found`` (a profile with its controls derived) as its model's."""
+        with self._lock:
+            self._found[found.spec.name] = found
+        return found
 
 
 def grounding_families(detect: bool = False) -> list[str]:

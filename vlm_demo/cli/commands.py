@@ -56,7 +56,7 @@ def cmd_models(args: argparse.Namespace, settings: Settings) -> int:
                                             else f"tiny {spec.family} (built offline)")
         controls = ", ".join(f"{c.kwarg}=true/false" if c.kind == "bool" else f"{c.kwarg}={c.min}..{c.max}"
                              for c in spec.controls) or "-"
-        family = spec.family if spec.family != AUTO else f"auto: {profile.adapter(spec).name}"
+        family = spec.family if spec.family != AUTO else f"auto: {profile.resolve(spec).adapter.name}"
         print(f"{spec.name:22} {spec.display_label:40} {source:36} family: {family:16} controls: {controls}")
     return 0
 
@@ -92,12 +92,14 @@ def _request(args: argparse.Namespace, settings: Settings):
               sampling={"max_tokens": args.max_tokens} if getattr(args, "max_tokens", None) else {},
               video={k: v for k, v in (("num_frames", args.num_frames), ("fps", args.fps)) if v is not None},
               pages=args.pages or "", dpi=args.dpi or 0, each_page=getattr(args, "each_page", False))
-    return registry, asyncio.run(ask_request(ask, registry, settings))
+    models = profile.Profiles(registry)  # (the request's model resolved once: the service gets these)
+    return models, asyncio.run(ask_request(ask, models, settings))
 
 
-async def _with_service(registry: Registry, settings: Settings, run, engine: bool = True):
-    """``run(service)`` with a service of its own; ``engine``: the request starts an engine (its processes' imports
-    begin at once, beside the request's own work)."""
+async def _with_service(models: Registry | profile.Profiles, settings: Settings, run, engine: bool = True):
+    """``run(service)`` with a service of its own over ``models`` (a registry, or the profiles ``_request`` resolved);
+    ``engine``: the request starts an engine (its processes' imports begin at once, beside the request's own
+    work)."""
     from ..engine import EngineManager
     from ..service import ChatService
 
@@ -105,7 +107,8 @@ async def _with_service(registry: Registry, settings: Settings, run, engine: boo
     if engine:
         engines.warm()
     try:
-        return await run(ChatService(registry, engines, settings))
+        models = profile.Profiles.of(models)
+        return await run(ChatService(models.registry, engines, settings, models))
     finally:
         engines.shutdown_all()
 
@@ -114,12 +117,12 @@ def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     """Render one request with the engine and print the inspection."""
     from ..inspector import report_text, to_json
 
-    registry, request = _request(args, settings)
+    models, request = _request(args, settings)
     out = _stdout_to_stderr() if args.json else sys.stdout
     # Rendering needs vLLM's renderer only: no engine process starts (as ``vllm serve``'s own render).
     async def run(service):
         return await service.inspect(request, start_engine=False), await service.controls(request.model)
-    inspection, found = asyncio.run(_with_service(registry, settings, run, engine=False))
+    inspection, found = asyncio.run(_with_service(models, settings, run, engine=False))
     if args.json:
         out.write(json.dumps({**to_json(inspection), "controls": controls_json(found)}) + "\n")
         out.flush()
@@ -132,7 +135,7 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
     """Render one request and stream the answer."""
     from ..service import Delta, Done, Failed
 
-    registry, request = _request(args, settings)
+    models, request = _request(args, settings)
     out = _stdout_to_stderr() if args.json else sys.stdout
 
     async def run(service):
@@ -148,7 +151,7 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
                 return event
         return None
 
-    done = asyncio.run(_with_service(registry, settings, run))
+    done = asyncio.run(_with_service(models, settings, run))
     if args.json:
         pages = {"pages": [dataclasses.asdict(p) for p in done.pages], "total_s": done.total_s} if done.pages else {}
         out.write(json.dumps({"model": request.model, "text": done.answer, "num_tokens": done.num_tokens,
@@ -205,11 +208,11 @@ def _audit(args: argparse.Namespace, settings: Settings) -> list:
 
     if args.sweep or not (args.image or args.video):
         args.image = (args.image or [str(DEFAULT_PICTURE)])[:1 if args.sweep else None]
-    registry, request = _request(args, settings)
+    models, request = _request(args, settings)
     args.out = _stdout_to_stderr() if args.json else sys.stdout
     engines = EngineManager(settings)
-    auditor = Auditor.of(registry, request.model, engines, settings, args.reference,
-                         trust_remote_code=args.trust_remote_code or None)
+    auditor = Auditor.of(models.registry, request.model, engines, settings, args.reference,
+                         trust_remote_code=args.trust_remote_code or None, profiles=models)
 
     async def run():
         if args.sweep:

@@ -27,16 +27,17 @@ def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
         raise InputError("ground takes exactly one --image")
     detect = args.text is not None
     args.text = args.text if args.text is not None else ""
-    registry, request = _request(args, settings)
-    spec = registry.get(request.model)
-    grounding = grounding_of(spec, detect=detect)
+    models, request = _request(args, settings)
+    found = models.get(request.model)
+    spec = found.spec
+    grounding = grounding_of(found, detect=detect)
     out = _stdout_to_stderr() if args.json else sys.stdout
 
     async def run(service):
         if args.answer is not None:
             return await service.inspect(request, start_engine=False), args.answer
         inspection = None
-        async for event in service.chat(detect_request(request, spec, args.text)):
+        async for event in service.chat(detect_request(request, found, args.text)):
             if isinstance(event, Failed):
                 raise InputError(event.message)
             if isinstance(event, Rendered):
@@ -45,7 +46,7 @@ def cmd_ground(args: argparse.Namespace, settings: Settings) -> int:
                 return inspection, event.answer
         raise InputError("the answer did not finish")
 
-    inspection, answer = asyncio.run(_with_service(registry, settings, run, engine=args.answer is None))
+    inspection, answer = asyncio.run(_with_service(models, settings, run, engine=args.answer is None))
     image = inspection.items["image"][-1]  # boxes refer to the last image
     placed = place(grounding.parse(answer), grounding, image.orig_size, image.processed_size)
     if args.json:
@@ -70,9 +71,10 @@ def cmd_read(args: argparse.Namespace, settings: Settings) -> int:
     from ..service import Turn, grounding_of, page_requests
 
     answers = [_read_answer(path) for path in args.answer]
-    registry, request = _request(args, settings)
-    spec = registry.get(request.model)
-    grounding = grounding_of(spec)
+    models, request = _request(args, settings)
+    found = models.get(request.model)
+    spec = found.spec
+    grounding = grounding_of(found)
     question = request.turns[-1]
     pages = question.media.get("image", ())
     if not pages or any(picture(page) is None for page in pages):
@@ -88,7 +90,7 @@ def cmd_read(args: argparse.Namespace, settings: Settings) -> int:
     async def run(service):
         return [await service.inspect(one, start_engine=False) for one in split]
 
-    inspections = asyncio.run(_with_service(registry, settings, run, engine=False))
+    inspections = asyncio.run(_with_service(models, settings, run, engine=False))
     read = []
     for n, (page, inspection, answer) in enumerate(zip(pages, inspections, answers, strict=True), 1):
         image = inspection.items["image"][-1]

@@ -19,8 +19,8 @@ from typing import Any
 import psutil
 
 from ..errors import EngineBusyError, EngineStartError, VlmDemoError
-from ..profile import Profile, profile, remember_derived
-from ..registry import ModelSpec
+from ..profile import Profile, resolve
+from ..registry import AUTO, ModelSpec
 from ..settings import ENGINES_MEMORY_SHARE, Settings
 from . import forkserver
 from .availability import Availability, availability, footprint_gib, gpu_share
@@ -321,19 +321,20 @@ class EngineManager:
         self.shutdown_all(grace_s)
         forkserver.stop()
 
-    async def derived_profile(self, spec: ModelSpec) -> Profile:
-        """``spec``'s profile with its controls known: for an entry and family that offer none, those derived
-        from the model's processor (``engine.controls``, once). A remote model's come from the checkpoint its
-        server says it serves (``/v1/models`` ``root``): a directory here, or a Hub id whose config, tokenizer and
-        processor files are fetched (no weights); where that cannot be had, none, and what the person types
-        goes to the server as it is."""
-        found = profile(spec)
+    async def derived_profile(self, found: Profile) -> Profile:
+        """``found`` with its controls known: for an entry and family that offer none, those derived from the
+        model's processor (``engine.controls``). A remote model's come from the checkpoint its server says it
+        serves (``/v1/models`` ``root``): a directory here, or a Hub id whose config, tokenizer and processor files
+        are fetched (no weights); where that cannot be had, none, and what the person types goes to the server as
+        it is. Nothing is kept here: the caller keeps what it gets."""
         if found.controls_known:
             return found
+        spec = found.spec
         if not spec.remote:
-            return await (await self.renderer(spec)).derived_profile()  # type: ignore[union-attr]
+            return await (await self.renderer(spec)).derived_profile(found)  # type: ignore[union-attr]
         remote = await self.get(spec)  # connected: its root names the checkpoint (an auto entry's family too)
-        found = profile(spec)
+        if spec.family == AUTO and remote.root:  # the family of the checkpoint it serves
+            found = resolve(spec, remote.root)
         if found.controls_known:
             return found
         from .controls import derive
@@ -344,9 +345,14 @@ class EngineManager:
         except VlmDemoError as exc:
             log.warning("%s: no controls derived (%s); per-request settings go to the server as typed", spec.name,
                         exc)
-            return remember_derived(spec, (), {}, {})
-        return remember_derived(spec, derived.controls, derived.values, derived.dicts, derived.scoped,
-                                derived.aliases)
+            return found.with_derived(())
+        return found.with_derived(derived.controls, derived.values, derived.dicts, derived.scoped, derived.aliases)
+
+    def checkpoint(self, spec: ModelSpec) -> str | None:
+        """The checkpoint a remote model's server says it serves (its ``root``), once connected; else None (a local
+        engine's is the entry's directory or Hub checkpoint)."""
+        remote = self._remote.get(spec.name)
+        return remote.root if remote is not None and remote.connected else None
 
     def reference_renderer(self, spec: ModelSpec, root: str | None, max_model_len: int | None = None,
                            trust_remote_code: bool = False) -> Renderer:

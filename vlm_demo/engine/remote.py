@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from ..errors import RemoteError
-from ..profile import profile
+from ..profile import resolve
 from ..registry import AUTO, ModelSpec, Sampling, base_url
 from ..settings import Settings
 from .openai_request import USAGE, prompt_body, request_body
@@ -49,7 +49,7 @@ class RemoteEngine:
         if spec.endpoint is None or spec.served_model_name is None:
             raise ValueError(f"{spec.name} is not an endpoint entry")
         self.spec = spec
-        self.adapter = profile(spec).adapter
+        self.adapter = resolve(spec).adapter
         """The family adapter: the entry's profile's (for ``family: auto`` the generic one unless the checkpoint
         is here; a server does not say its model_type), which needs the server's render endpoint for the ranges."""
         self.url = base_url(spec.endpoint)
@@ -194,7 +194,7 @@ class RemoteEngine:
                               "(the app needs a vLLM server)")
         self.root = entry.get("root") if isinstance(entry.get("root"), str) else None
         if self.spec.family == AUTO and self.root:  # the checkpoint it serves, if here
-            self.adapter = profile(self.spec, self.root).adapter
+            self.adapter = resolve(self.spec, self.root).adapter
         family = self.adapter
         info = await self.call("GET", "/tokenizer_info", not_offered=NOT_OFFERED)
         if info is not None:

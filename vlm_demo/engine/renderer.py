@@ -21,7 +21,7 @@ from PIL import Image
 
 from ..errors import InputError
 from ..families import Adapter, ItemGeometry, no_geometry
-from ..profile import Profile, profile, remember_derived
+from ..profile import Profile
 from ..registry import ModelSpec, Sampling
 from .runs import kept_tags, token_runs
 from .types import ItemRange, RenderedPrompt, SampledFrames
@@ -129,17 +129,15 @@ class Renderer:
         adapter's, else the model's own (vLLM's ``get_placeholder_str``), else its HF processor's."""
         return placeholders(self.model_config, self.adapter, self.modalities)
 
-    async def derived_profile(self) -> Profile:
-        """The model's profile with its controls: for an entry that offers none, those derived from its
-        processor (``engine.controls``: checked by rendering, once a model)."""
-        found = profile(self.spec)
+    async def derived_profile(self, found: Profile) -> Profile:
+        """``found`` (the model's profile) with its controls: for an entry that offers none, those derived from its
+        processor (``engine.controls``: checked by rendering)."""
         if found.controls_known:
             return found
         from .controls import derive
 
         derived = await derive(self)
-        return remember_derived(self.spec, derived.controls, derived.values, derived.dicts, derived.scoped,
-                                derived.aliases)
+        return found.with_derived(derived.controls, derived.values, derived.dicts, derived.scoped, derived.aliases)
 
     @functools.cached_property
     def modalities(self) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ import psutil
 from .. import families
 from ..errors import EngineStartError
 from ..families import Adapter
-from ..profile import Profile, profile
+from ..profile import Profile, resolve
 from ..registry import AUTO, ModelSpec
 from ..settings import Settings
 from ..tiny_models import tiny_model_dir
@@ -56,7 +56,7 @@ def engine_kwargs(spec: ModelSpec, settings: Settings, model_dir: str | None = N
     """``AsyncEngineArgs`` keyword arguments for ``spec`` (the model path aside): ``serve_kwargs`` and what
     this machine needs (on CPU: the KV cache's size, whole prompts). ``model_dir``: the checkpoint's
     directory, where the entry leaves its family to it (``family: auto``)."""
-    kwargs = serve_kwargs(profile(spec, model_dir))
+    kwargs = serve_kwargs(resolve(spec, model_dir))
     if not has_gpu():
         kwargs["kv_cache_memory_bytes"] = int(settings.cpu_kv_cache_gib * 2**30)
         # vLLM 0.32 on CPU: a seeded request whose prompt is split over engine steps (chunked
@@ -101,7 +101,7 @@ def prefix_caching_kwargs(adapter: Adapter) -> dict[str, Any]:
 def resolve_adapter(spec: ModelSpec, model_dir: str) -> Adapter:
     """The entry's family adapter (its profile's, read again from ``model_dir``, the directory the engine
     starts from); a ``family: auto`` entry whose directory has no readable config.json cannot start."""
-    found = profile(spec, model_dir)
+    found = resolve(spec, model_dir)
     if spec.family == AUTO and found.model_type is None:
         raise EngineStartError(f"could not start {spec.name}: {model_dir} has no readable config.json with a "
                                "model_type")

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from .. import intake, profile
 from ..errors import InputError
 from ..intake import DocumentOptions, Page, is_document_name, is_document_url, is_video_name, is_video_url
-from ..registry import ModelSpec, Registry, flat_kwargs
+from ..registry import ModelSpec, flat_kwargs
 from ..settings import DOCUMENT_DPI, Settings
 from .requests import ChatRequest, Turn
 
@@ -71,9 +71,9 @@ class Ask:
     """Read a document page by page (where the question holds pages)."""
 
 
-def documents_of(spec: ModelSpec, pages: str = "", dpi: int = 0) -> DocumentOptions:
-    """How ``spec``'s requests read documents: ``dpi`` where given, else its family's, else ``DOCUMENT_DPI``."""
-    return DocumentOptions(dpi=dpi or profile.adapter(spec).document_dpi or DOCUMENT_DPI, pages=pages or "")
+def documents_of(model: ModelSpec | profile.Profile, pages: str = "", dpi: int = 0) -> DocumentOptions:
+    """How ``model``'s requests read documents: ``dpi`` where given, else its family's, else ``DOCUMENT_DPI``."""
+    return DocumentOptions(dpi=dpi or profile.profile_of(model).adapter.document_dpi or DOCUMENT_DPI, pages=pages or "")
 
 
 def check_counts(sources: Sequence[Source], settings: Settings) -> None:
@@ -106,14 +106,17 @@ async def read_turn(text: str, sources: Sequence[Source], settings: Settings,
     return Turn("user", text, intake.by_modality([item for found in read for item in found])), read
 
 
-async def ask_turn(ask: Ask, spec: ModelSpec, settings: Settings) -> tuple[Turn, list[tuple[intake.Attachment, ...]]]:
-    """The ask's question as a user turn (``read_turn``), its documents read as ``documents_of`` says."""
-    return await read_turn(ask.text, ask.sources, settings, documents_of(spec, ask.pages, ask.dpi))
+async def ask_turn(ask: Ask, found: profile.Profile, settings: Settings
+                   ) -> tuple[Turn, list[tuple[intake.Attachment, ...]]]:
+    """The ask's question as a user turn (``read_turn``), its documents read as ``documents_of`` says for its model
+    (``found``: the model's profile)."""
+    return await read_turn(ask.text, ask.sources, settings, documents_of(found, ask.pages, ask.dpi))
 
 
-def request_of(ask: Ask, registry: Registry, turns: Sequence[Turn]) -> ChatRequest:
-    """The one request for ``ask`` over ``turns`` (the conversation, ending with the ask's question)."""
-    spec = registry.get(ask.model)
+def request_of(ask: Ask, found: profile.Profile, turns: Sequence[Turn]) -> ChatRequest:
+    """The one request for ``ask`` over ``turns`` (the conversation, ending with the ask's question); ``found``: the
+    profile of the ask's model, resolved once by the caller and handed down."""
+    spec = found.spec
     sampling = dict(ask.sampling)
     if sampling.get("seed") in ("", -1):
         sampling["seed"] = None
@@ -125,12 +128,14 @@ def request_of(ask: Ask, registry: Registry, turns: Sequence[Turn]) -> ChatReque
     video = {k: v for k, v in ask.video.items() if v is not None and not (k == "fps" and not v)} if clips else {}
     pages = bool(turns) and any(isinstance(item, Page) for item in turns[-1].media.get("image", ()))
     return ChatRequest(model=ask.model, turns=tuple(turns), system=ask.system or "",
-                       mm_kwargs=profile.profile(spec).control_names(flat_kwargs(dict(ask.settings))),
+                       mm_kwargs=found.control_names(flat_kwargs(dict(ask.settings))),
                        sampling=chosen, media_io={"video": video} if video else {}, each_page=ask.each_page and pages)
 
 
-async def ask_request(ask: Ask, registry: Registry, settings: Settings,
+async def ask_request(ask: Ask, models: profile.Profiles, settings: Settings,
                       history: Sequence[Turn] = ()) -> ChatRequest:
-    """The one request for ``ask`` after ``history``: its attachments read, its settings as the request carries them."""
-    turn, _ = await ask_turn(ask, registry.get(ask.model), settings)
-    return request_of(ask, registry, (*history, turn))
+    """The one request for ``ask`` after ``history``: its attachments read, its settings as the request carries them
+    (``models``: the profiles of the caller's models; the ask's is resolved once)."""
+    found = models.get(ask.model)
+    turn, _ = await ask_turn(ask, found, settings)
+    return request_of(ask, found, (*history, turn))

@@ -39,11 +39,20 @@ class Auditor:
     """False: read the server's ids from a chat completion even where it offers its render endpoint."""
     trust_remote_code: bool = False
     """Run the checkpoint's own code in the reference renderer (as the server does)."""
+    profiles: profile.Profiles | None = None
+    """Where the model's profile is kept (the service's: with the controls derived from the checkpoint), else it is
+    resolved from the entry."""
     _renderer: Renderer | None = None
+
+    @property
+    def found(self) -> profile.Profile:
+        """The model's profile."""
+        return self.profiles.get(self.spec) if self.profiles is not None else profile.resolve(self.spec)
 
     @classmethod
     def of(cls, registry: Registry, name: str, engines: EngineManager, settings: Settings,
-           reference: str | None = None, prefer_render: bool = True, trust_remote_code: bool | None = None) -> Auditor:
+           reference: str | None = None, prefer_render: bool = True, trust_remote_code: bool | None = None,
+           profiles: profile.Profiles | None = None) -> Auditor:
         """The auditor of endpoint model ``name``; ``trust_remote_code`` unless given: as the registry's own entry
         of the model it serves (by name or repo) has it."""
         spec = registry.get(name)
@@ -53,13 +62,13 @@ class Auditor:
             local = next((m for m in registry.models if not m.remote
                           and spec.served_model_name in (m.name, m.repo)), None)
             trust_remote_code = bool(local and local.engine_args.trust_remote_code)
-        return cls(spec, engines, settings, reference, prefer_render, trust_remote_code)
+        return cls(spec, engines, settings, reference, prefer_render, trust_remote_code, profiles)
 
     async def audit(self, request: ChatRequest, with_defaults: bool = False) -> Verdict:
         """The server's prompt for ``request`` against the reference's, with the likely causes where they differ
         (for a different token count, the control value that gives the server's counts, where one does).
         ``with_defaults``: the request goes with the entry's default settings too, as the page sends it."""
-        found = profile.profile(self.spec)
+        found = self.found
         check_request(request, found, self.settings)
         kwargs = (found.mm_processor_kwargs if with_defaults else found.sent)(request.mm_kwargs)
         settings = {**(found.default_mm_kwargs() if with_defaults else {}), **request.mm_kwargs}  # (as named)
@@ -82,7 +91,7 @@ class Auditor:
     async def sweep(self, picture: Any) -> list[tuple[str, Verdict]]:
         """One and two pictures with the checkpoint's settings, then each of the model's picture controls at its
         smallest, default and largest value (one picture): (what was tried, its verdict)."""
-        found = profile.profile(self.spec)
+        found = self.found
         one = (Turn("user", "What is in this picture?", {"image": (picture,)}),)
         two = (Turn("user", "Compare the two pictures.", {"image": (picture, picture.rotate(90, expand=True))}),)
         cases: list[tuple[str, ChatRequest]] = [

@@ -33,15 +33,25 @@ log = logging.getLogger(__name__)
 class ChatService:
     """Validates requests, renders them with the engine and streams answers as events."""
 
-    def __init__(self, registry: Registry, engines: EngineManager, settings: Settings):
+    def __init__(self, registry: Registry, engines: EngineManager, settings: Settings,
+                 profiles: profile.Profiles | None = None):
         self.registry = registry
         self.engines = engines
         self.settings = settings
+        self.profiles = (profiles if profiles is not None and profiles.registry is registry
+                         else profile.Profiles(registry))
+        """The models' profiles, each resolved once and kept with its derived controls."""
+
+    def profile(self, name: str) -> profile.Profile:
+        """The profile of model ``name``: resolved once (a remote ``family: auto`` entry's once its server says what
+        it serves), with its controls where they have been derived."""
+        spec = self.registry.get(name)
+        return self.profiles.get(spec, self.engines.checkpoint(spec) if spec.remote else None)
 
     def validate(self, request: ChatRequest) -> profile.Profile:
         """Check the request against the limits; raise ``InputError`` with the reason. Returns its model's profile,
         resolved once for the request and handed down."""
-        found = profile.profile(self.registry.get(request.model))
+        found = self.profile(request.model)
         check_request(request, found, self.settings)
         return found
 
@@ -106,12 +116,12 @@ class ChatService:
 
     def auditor(self, name: str) -> Auditor:
         """The auditor of endpoint model ``name`` (its server's render held to vLLM's reference renderer)."""
-        return Auditor.of(self.registry, name, self.engines, self.settings)
+        return Auditor.of(self.registry, name, self.engines, self.settings, profiles=self.profiles)
 
     async def controls(self, name: str) -> profile.Profile:
         """The model's profile with its controls known: for an entry that offers none, its processor's
         (derived with vLLM's renderer of the model; no engine starts)."""
-        return await self.engines.derived_profile(self.registry.get(name))
+        return self.profiles.keep(await self.engines.derived_profile(self.profile(name)))
 
     def availability(self, name: str) -> Availability:
         """Whether the model can start on this machine now, and why not (no engine, no renderer)."""
@@ -120,7 +130,7 @@ class ChatService:
     def derive_controls(self) -> None:
         """Derive the controls of every registry model whose entry offers none (the page shows each model's
         controls from its start); a model whose renderer cannot be made keeps none, and says why when used."""
-        names = [m.name for m in self.registry.models if not profile.profile(m).controls_known]
+        names = [m.name for m in self.registry.models if not self.profile(m.name).controls_known]
         if not names:
             return
 
@@ -181,7 +191,7 @@ class ChatService:
                     "images go in as "
                     "attachments and the chat template adds its own markers, so remove it from the text")
         if not found.controls_known:  # an entry and family without controls: its processor's, derived once
-            found = await self.engines.derived_profile(found.spec)
+            found = self.profiles.keep(await self.engines.derived_profile(found))
             check_mm_kwargs(found, request.mm_kwargs)
         return await engine.render(to_openai_messages(request), found.mm_processor_kwargs(request.mm_kwargs),
                                    sent_media_io(request, found, self.settings))

@@ -9,7 +9,6 @@ from typing import Any
 from .. import profile
 from ..errors import InputError
 from ..intake import Page
-from ..registry import ModelSpec
 from ..settings import VIDEO_FPS, VIDEO_NUM_FRAMES, Settings
 from .detect import grounding_of
 from .requests import ChatRequest
@@ -33,9 +32,10 @@ def check_media_io(media_io: Mapping[str, Mapping[str, Any]], settings: Settings
                 raise InputError(f"fps must be a number above 0 and at most {settings.max_video_fps:g} (got {value!r})")
 
 
-def video_sampling(model: ModelSpec | profile.Profile) -> str:
-    """How the entry's videos are sampled: "num_frames" or "fps" (its family adapter's ``video_sampling``)."""
-    return (model if isinstance(model, profile.Profile) else profile.profile(model)).adapter.video_sampling
+def video_sampling(found: profile.Profile) -> str:
+    """How the model's videos are sampled (``found``: its profile): "num_frames" or "fps" (its family adapter's
+    ``video_sampling``)."""
+    return found.adapter.video_sampling
 
 
 def sent_media_io(request: ChatRequest, found: profile.Profile, settings: Settings) -> dict[str, dict[str, Any]]:

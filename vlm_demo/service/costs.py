@@ -21,7 +21,7 @@ async def cost_request(service: ChatService, document: str, model: str, pages: s
     document a URL, each page on its own."""
     ask = Ask(model=model, text=question, sources=(Source(document, "url"),), settings=dict(controls or {}),
               pages=pages or "", dpi=dpi or 0, each_page=True)
-    return await ask_request(ask, service.registry, service.settings)
+    return await ask_request(ask, service.profiles, service.settings)
 
 
 async def document_cost(service: ChatService, document: str, model: str, pages: str = "", dpi: int = 0,

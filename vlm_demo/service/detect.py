@@ -8,14 +8,13 @@ from .. import profile
 from ..errors import InputError
 from ..families.grounding import Grounding
 from ..inspector import Inspection
-from ..registry import ModelSpec, Sampling
+from ..registry import Sampling
 from .requests import ChatRequest
 
 
-def grounding_of(model: ModelSpec | profile.Profile, detect: bool = False) -> Grounding:
-    """The entry's grounding format; ``InputError`` naming the families that have one where it has none (with
-    ``detect``: where its format has no Detect mode, a document reader's)."""
-    found = model if isinstance(model, profile.Profile) else profile.profile(model)
+def grounding_of(found: profile.Profile, detect: bool = False) -> Grounding:
+    """The grounding format of the model ``found`` (its profile); ``InputError`` naming the families that have one
+    where it has none (with ``detect``: where its format has no Detect mode, a document reader's)."""
     grounding = found.adapter.grounding
     if grounding is None:
         having = ", ".join(profile.grounding_families())
@@ -27,11 +26,11 @@ def grounding_of(model: ModelSpec | profile.Profile, detect: bool = False) -> Gr
     return grounding
 
 
-def detect_request(request: ChatRequest, spec: ModelSpec, what: str) -> ChatRequest:
+def detect_request(request: ChatRequest, found: profile.Profile, what: str) -> ChatRequest:
     """Detect mode: the last user turn asks the family's own question for ``what`` after the person's own words
     (its images kept), and the answer is held to the family's box grammar (vLLM's structured outputs), so it
     always parses."""
-    grounding = grounding_of(spec, detect=True)
+    grounding = grounding_of(found, detect=True)
     what = what.strip()
     if not what:
         raise InputError("say what to detect")

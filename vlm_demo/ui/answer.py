@@ -61,11 +61,11 @@ def stats_of(done: Done) -> Stats:
                  total_s=done.total_s)
 
 
-def document_view(spec: Any, request: ChatRequest) -> Callable[[str, Sequence[PageFigures]], str]:
-    """How the chat shows the answers of ``spec`` to ``request``, as a function of the answer and its pages' parts
-    (a document read page by page): a reader's as the document it describes (its box format's ``document``; page
-    by page, each page's part under its heading), else "" (the answer as it is)."""
-    grounding = profile.adapter(spec).grounding if spec is not None else None
+def document_view(model: Any, request: ChatRequest) -> Callable[[str, Sequence[PageFigures]], str]:
+    """How the chat shows the answers of ``model`` (its profile, or its entry) to ``request``, as a function of the
+    answer and its pages' parts (a document read page by page): a reader's as the document it describes (its box
+    format's ``document``; page by page, each page's part under its heading), else "" (the answer as it is)."""
+    grounding = profile.profile_of(model).adapter.grounding if model is not None else None
     if grounding is None or grounding.document is None:
         return lambda answer, pages: ""
     document = grounding.document

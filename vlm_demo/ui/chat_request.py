@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..intake import DocumentOptions, Page, Video, is_document_url, is_video_url, page_ranges
-from ..registry import Registry
 from ..service import Ask, ChatRequest, Source, Turn, read_turn, request_of
 from ..settings import Settings
 from .overlays import OVERLAYS, image_file
@@ -35,11 +34,11 @@ def page_ask(controls: Controls, model: str, system: str, sampling: Sequence[Any
                dpi=documents.dpi, each_page=controls.each_page(values))
 
 
-def chat_request(registry: Registry, controls: Controls, model: str, turns: Sequence[Turn], system: str,
-                 sampling: Sequence[Any], values: Mapping[str, Any] | Sequence[Any]) -> ChatRequest:
+def chat_request(controls: Controls, model: str, turns: Sequence[Turn], system: str, sampling: Sequence[Any],
+                 values: Mapping[str, Any] | Sequence[Any]) -> ChatRequest:
     """The typed request for the page's values over ``turns`` (the conversation and the typed message), made as
-    every front end makes it (``service.request_of``)."""
-    return request_of(page_ask(controls, model, system, sampling, values), registry, turns)
+    every front end makes it (``service.request_of``) with the model's profile as the controls hold it."""
+    return request_of(page_ask(controls, model, system, sampling, values), controls.models.get(model), turns)
 
 
 def message_sources(message: dict | None, url_text: str | None) -> tuple[str, tuple[Source, ...]]:

@@ -82,13 +82,14 @@ def api_inputs(registry: Any, api_name: str, model: str, message: dict[str, Any]
     ``controls``: image settings by kwarg, ``num_frames`` / ``fps`` for videos and ``dpi`` / ``pages`` for
     documents (the model's initial values otherwise); sampling defaults are the
     model's own. ``model_b``/``controls_b``: Compare's side B. ``detect``: what Detect mode finds ("": off)."""
-    kwargs = control_names(registry)
+    models = profile.Profiles.of(registry)
+    registry = models.registry
+    kwargs = control_names(models)
 
     def control_values(name: str, chosen: dict[str, Any] | None, side: str = "") -> dict[str, Any]:
-        spec = registry.get(name)
-        first = {c.kwarg: c.initial for m in reversed(registry.models) for c in profile.profile(m).controls}  # hidden
-        first.update(video_defaults(spec) | document_defaults(spec))
-        found = profile.profile(spec)
+        found = models.get(name)
+        first = {c.kwarg: c.initial for m in reversed(registry.models) for c in models.get(m).controls}  # hidden
+        first.update(video_defaults(found) | document_defaults(found))
         return {control_input(k, side): (chosen or {}).get(k, found.initial(k) if found.control(k) else first[k])
                 for k in kwargs}
     default = registry.get(model).sampling
@@ -112,16 +113,17 @@ APP_OPTIONS = (*VIDEO_OPTIONS, *DOCUMENT_OPTIONS)
 """The controls that are no processor kwarg."""
 
 
-def control_names(registry: Any) -> tuple[str, ...]:
-    """The names of a picker's controls, in order: every model's processor kwargs, then ``VIDEO_OPTIONS`` and
-    ``DOCUMENT_OPTIONS``."""
-    return (*sorted({c.kwarg for spec in registry.models for c in profile.profile(spec).controls}), *APP_OPTIONS)
+def control_names(models: Any) -> tuple[str, ...]:
+    """The names of a picker's controls, in order: every model's processor kwargs (``models``: their profiles, or a
+    registry), then ``VIDEO_OPTIONS`` and ``DOCUMENT_OPTIONS``."""
+    models = profile.Profiles.of(models)
+    return (*sorted({c.kwarg for spec in models.registry.models for c in models.get(spec).controls}), *APP_OPTIONS)
 
 
-def document_defaults(spec: Any) -> dict[str, Any]:
-    """Where the document controls start for ``spec``: its family's DPI where its checkpoint documents one, every
-    page."""
-    return {"dpi": documents_of(spec).dpi, "pages": "", "each_page": False}
+def document_defaults(model: Any) -> dict[str, Any]:
+    """Where the document controls start for ``model`` (its profile or entry): its family's DPI where its checkpoint
+    documents one, every page."""
+    return {"dpi": documents_of(model).dpi, "pages": "", "each_page": False}
 
 
 def max_tokens_limit(spec: Any) -> int:
@@ -130,22 +132,23 @@ def max_tokens_limit(spec: Any) -> int:
     return max(spec.engine_args.max_model_len or MAX_TOKENS_SLIDER, spec.sampling.max_tokens)
 
 
-def reader_tasks(spec: Any) -> list[str]:
-    """The task picker's choices for ``spec``: its family's documented prompts by name (none for a chat model)."""
-    return [task.name for task in profile.adapter(spec).tasks]
+def reader_tasks(model: Any) -> list[str]:
+    """The task picker's choices for ``model`` (its profile or entry): its family's documented prompts by name (none
+    for a chat model)."""
+    return [task.name for task in profile.profile_of(model).adapter.tasks]
 
 
-def task_prompt(spec: Any, name: str) -> str | None:
-    """The text the task ``name`` of ``spec``'s family puts in the message box (its ``{what}`` said as "the title",
+def task_prompt(model: Any, name: str) -> str | None:
+    """The text the task ``name`` of ``model``'s family puts in the message box (its ``{what}`` said as "the title",
     to be edited), or None for a task the family does not have."""
-    found = next((t for t in profile.adapter(spec).tasks if t.name == name), None)
+    found = next((t for t in profile.profile_of(model).adapter.tasks if t.name == name), None)
     return None if found is None else found.prompt.replace("{what}", "the title")
 
 
-def has_grounding(spec: Any) -> bool:
+def has_grounding(model: Any) -> bool:
     """Whether Detect mode is offered: the entry's family has a box format with a "where is X" question (a
     document reader's format has boxes but no Detect mode; its boxes are drawn with any answer)."""
-    grounding = profile.adapter(spec).grounding
+    grounding = profile.profile_of(model).adapter.grounding
     return grounding is not None and grounding.detects
 
 
@@ -154,7 +157,8 @@ def takes_video(spec: Any) -> bool:
     return spec.engine_args.limit_mm_per_prompt.get("video", 0) > 0
 
 
-def video_defaults(spec: Any) -> dict[str, Any]:
-    """Where the video sliders start for ``spec`` (``fps`` 0: not sent)."""
-    return {"num_frames": VIDEO_NUM_FRAMES, "fps": VIDEO_FPS if video_sampling(spec) == "fps" else 0}
+def video_defaults(model: Any) -> dict[str, Any]:
+    """Where the video sliders start for ``model`` (its profile or entry; ``fps`` 0: not sent)."""
+    by_rate = video_sampling(profile.profile_of(model)) == "fps"
+    return {"num_frames": VIDEO_NUM_FRAMES, "fps": VIDEO_FPS if by_rate else 0}
 

@@ -74,8 +74,9 @@ class Controls:
     shown for models that take video, and how documents are read (``DOCUMENT_OPTIONS``: a DPI slider, a pages
     box)."""
 
-    registry: Any
-    """The models whose controls these are."""
+    models: Any
+    """The profiles of the models whose controls these are (the service's: derived controls too); a registry is
+    taken as its models' profiles resolved afresh."""
     settings: Settings
     """The app's settings (the video sliders' largest values)."""
     kwargs: tuple[str, ...]
@@ -85,11 +86,20 @@ class Controls:
     side: str = ""
     """Whose controls: "" the main picker's, "a" or "b" Compare's sides (their input names: ``names``)."""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", profile.Profiles.of(self.models))
+
+    @property
+    def registry(self) -> Any:
+        """The models' entries."""
+        return self.models.registry
+
     @classmethod
-    def create(cls, registry: Any, settings: Settings, model: str, side: str = "") -> Controls:
+    def create(cls, models: Any, settings: Settings, model: str, side: str = "") -> Controls:
         """The controls of a picker on ``model``, built (their elements' ids: ``slider-<kwarg>``, or Compare's
         ``a-<kwarg>`` / ``b-<kwarg>``)."""
-        shape = cls(registry, settings, control_names(registry), (), side)
+        models = profile.Profiles.of(models)
+        shape = cls(models, settings, control_names(models), (), side)
         return dataclasses.replace(shape, components=tuple(
             shape.component(model, k, elem_id=f"{side or 'slider'}-{k.replace('.', '-')}") for k in shape.kwargs))
 
@@ -113,10 +123,11 @@ class Controls:
         it: shown or hidden, its label, its value and (a slider) its range. The page's one component per name
         takes these at build time and again, as a property update, whenever the model picker moves, so a switch
         never makes a component in an event handler."""
-        spec = self.registry.get(model)
+        found = self.models.get(model)
+        spec = found.spec
         if name in DOCUMENT_OPTIONS:
             takes = spec.engine_args.limit_mm_per_prompt.get("image", 0) > 0
-            start = document_defaults(spec)[name]
+            start = document_defaults(found)[name]
             if name == "dpi":
                 return {"minimum": DOCUMENT_DPI_RANGE[0], "maximum": DOCUMENT_DPI_RANGE[1], "step": 1, "value": start,
                         "visible": takes, "label": "dpi (a PDF's pages are rasterised at this resolution)"}
@@ -126,7 +137,7 @@ class Controls:
             return {"value": start, "visible": takes, "label": "pages (of each PDF: 1-3,7; empty: all, up to "
                     f"{self.settings.max_document_pages})", "placeholder": "all"}
         if name in VIDEO_OPTIONS:
-            by_rate = video_sampling(spec) == "fps"
+            by_rate = video_sampling(found) == "fps"
             if name == "num_frames":
                 return {"minimum": 1, "maximum": self.settings.max_video_frames, "step": 1, "value": VIDEO_NUM_FRAMES,
                         "visible": takes_video(spec) and not by_rate,
@@ -134,8 +145,7 @@ class Controls:
             label = ("fps (frames sampled per second of video; this family's loader samples by rate)" if by_rate
                      else "fps (caps num_frames at this rate; 0: num_frames alone)")
             return {"minimum": 0, "maximum": self.settings.max_video_fps, "step": 0.5,
-                    "value": video_defaults(spec)["fps"], "visible": takes_video(spec), "label": label}
-        found = profile.profile(spec)
+                    "value": video_defaults(found)["fps"], "visible": takes_video(spec), "label": label}
         # its own control by that very name: a name the checkpoint's docs give one of its controls (a derived
         # size.longest_edge's max_pixels) is taken in a request, but the page shows the setting once
         own = next((c for c in found.controls if c.kwarg == name), None)
@@ -151,7 +161,7 @@ class Controls:
 
     def setting(self, kwarg: str) -> Any:
         """The first model's control setting for ``kwarg`` (the shape of a hidden control)."""
-        return next(c for m in self.registry.models for c in profile.profile(m).controls if c.kwarg == kwarg)
+        return next(c for m in self.registry.models for c in self.models.get(m).controls if c.kwarg == kwarg)
 
     def kind(self, name: str) -> str:
         """"bool" (a checkbox), "int" or "number" (a slider) for control ``name``."""
@@ -178,7 +188,7 @@ class Controls:
         """The per-request kwargs the controls' ``values`` (``by_kwarg``) ask for under ``model``, each checked
         against its control's type and range: only the model's own controls, and only those with a default or
         moved (an unmoved control with no default leaves the checkpoint's own value)."""
-        found = profile.profile(self.registry.get(model))
+        found = self.models.get(model)
         chosen = {}
         for kwarg, value in self.by_kwarg(values).items():
             own = found.control(kwarg)

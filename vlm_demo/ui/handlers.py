@@ -97,7 +97,7 @@ class Handlers:
                                  controls)
             if (detect or "").strip():  # Detect mode: the family's own question, its answer held to its grammar
                 typed = user.text
-                asked = detect_request(asked, self.registry.get(model), detect)
+                asked = detect_request(asked, self.service.profile(model), detect)
                 user = asked.turns[-1]
                 shown = (*shown[:-1], user.text + shown[-1][len(typed):])  # as the model gets it (URL lines kept)
             await asyncio.to_thread(self.service.check, asked)

@@ -236,10 +236,11 @@ def layout(service: ChatService, default_model: str) -> Page:
 
 def _settings(service: ChatService, default_model: str) -> dict[str, Any]:
     """The settings column: system prompt, the model's controls, sampling, Detect and Inspect only."""
-    spec = service.registry.get(default_model)
+    found = service.profile(default_model)
+    spec = found.spec
     parts: dict[str, Any] = {}
     parts["system"] = gr.Textbox(label="System prompt", placeholder="(the chat template's default)", lines=2)
-    parts["controls"] = Controls.create(service.registry, service.settings, default_model)
+    parts["controls"] = Controls.create(service.profiles, service.settings, default_model)
     with gr.Accordion("Sampling", open=False, elem_id="sampling"):
         parts["temperature"] = gr.Slider(0, 2, value=spec.sampling.temperature, step=0.05, label="temperature")
         parts["top_p"] = gr.Slider(0.05, 1, value=spec.sampling.top_p, step=0.05, label="top_p")
@@ -248,8 +249,8 @@ def _settings(service: ChatService, default_model: str) -> dict[str, Any]:
         parts["seed"] = gr.Number(value=-1, precision=0, label="seed (-1: random)", elem_id="seed")
     parts["detect"] = gr.Textbox(label="Detect: what to find (the answer is held to the model's own box format)",
                                  placeholder="e.g. the red square", lines=1, elem_id="detect",
-                                 visible=has_grounding(spec))
-    tasks = reader_tasks(spec)
+                                 visible=has_grounding(found))
+    tasks = reader_tasks(found)
     parts["task"] = gr.Dropdown(choices=tasks, value=None, label="Task (the reader's own prompt, into the message box)",
                                 elem_id="task", visible=bool(tasks), interactive=True)
     parts["inspect_btn"] = gr.Button("Inspect only", elem_id="inspect")
@@ -320,7 +321,7 @@ def _compare(service: ChatService, default_model: str, choices: list[tuple[str, 
             with gr.Column():
                 parts[f"model_{side}"] = gr.Dropdown(choices=choices, value=default_model,
                                                      label=f"{side.upper()}: model", elem_id=f"model-{side}")
-                parts[f"controls_{side}"] = Controls.create(service.registry, service.settings, default_model, side)
+                parts[f"controls_{side}"] = Controls.create(service.profiles, service.settings, default_model, side)
     parts["compare_btn"] = gr.Button("Compare (inspect both)", elem_id="compare-btn")
     with gr.Row():
         for side in ("a", "b"):

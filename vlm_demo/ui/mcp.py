@@ -19,7 +19,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from .. import profile
 from ..errors import VlmDemoError
 from ..service import ChatService
 from ..service.costs import DEFAULT_QUESTION, document_cost
@@ -42,8 +41,8 @@ def server(service: ChatService) -> MCPServer:
         for spec in service.registry.models:
             can = await asyncio.to_thread(service.availability, spec.name)
             controls = [{"kwarg": c.kwarg, "kind": c.kind, "min": c.min, "max": c.max, "default": c.default}
-                        for c in profile.profile(spec).controls]
-            found.append({"name": spec.name, "label": spec.label, "family": profile.adapter(spec).name,
+                        for c in service.profile(spec.name).controls]
+            found.append({"name": spec.name, "label": spec.label, "family": service.profile(spec.name).adapter.name,
                           "max_model_len": spec.engine_args.max_model_len, "runs_here": can.runnable,
                           "why_not": "" if can.runnable else can.reason, "controls": controls})
         return found

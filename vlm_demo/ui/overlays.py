@@ -78,10 +78,10 @@ class Boxes:
     """The last items placed and their picture (drawn again only when they change)."""
 
     @classmethod
-    def of(cls, spec: Any, request: ChatRequest, inspection: Inspection) -> Boxes | PageBoxes | None:
+    def of(cls, model: Any, request: ChatRequest, inspection: Inspection) -> Boxes | PageBoxes | None:
         """The answer's boxes where the family has a format and the conversation an image, else None; a document
         read page by page: each page's (``PageBoxes``)."""
-        grounding = profile.adapter(spec).grounding
+        grounding = profile.profile_of(model).adapter.grounding
         if grounding is not None and request.each_page:
             return PageBoxes(grounding, tuple(page for page, _ in page_requests(request)))
         images = [picture(item) for item in request.items("image")]

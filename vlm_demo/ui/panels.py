@@ -10,7 +10,6 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from .. import profile
 from ..export import chat_completions_body, curl_command, pages_snippet, python_snippet, serve_command
 from ..inspector import Expansion, Inspection, contact_sheet, prompt_html, run_length_text
 from ..inspector.audit import Verdict
@@ -133,7 +132,7 @@ def panels(service: ChatService, inspection: Inspection, request: ChatRequest) -
     """Values of the prompt and expansion panels for the inspection of ``request``, by output name (the gallery:
     its pictures' files and captions; the page shows its first one open)."""
     images = [picture(item) for item in request.items("image")]
-    center_crop = profile.adapter(service.registry.get(inspection.model)).center_crop
+    center_crop = service.profile(inspection.model).adapter.center_crop
     who = "vLLM inserted the placeholders" if inspection.content_format == "string" else "the template emits them"
     header = f'<p class="content-format">content format: <b>{inspection.content_format}</b> ({who})</p>'
     header += f'<p class="sent-settings">{html.escape(settings_text(inspection))}</p>'

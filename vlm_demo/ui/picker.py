@@ -72,13 +72,14 @@ class Picker:
             return {page.model: current, page.model_note: refusal_text(self.service, name, found.reason),
                     page.engine_state: state_text(self.service, current)}
         self.stop(_session(request))
-        spec = self.registry.get(name)
+        found = self.service.profile(name)  # (once a switch)
+        spec = found.spec
         await self.service.pick(name)  # the one used last; its engine starting (``load_model`` waits for it)
         return {**dict(zip(page.controls.components, page.controls.updates(name), strict=True)),
                 page.temperature: spec.sampling.temperature, page.top_p: spec.sampling.top_p,
                 page.max_tokens: gr.update(value=spec.sampling.max_tokens, maximum=max_tokens_limit(spec)),
-                page.detect: gr.update(visible=has_grounding(spec)),
-                page.task: gr.update(choices=reader_tasks(spec), value=None, visible=bool(reader_tasks(spec))),
+                page.detect: gr.update(visible=has_grounding(found)),
+                page.task: gr.update(choices=reader_tasks(found), value=None, visible=bool(reader_tasks(found))),
                 page.model_a: name, page.model_b: name,
                 page.engine_state: state_text(self.service, name, starting=True),
                 page.timer: gr.Timer(STATUS_EVERY_S[0]), page.current: name, page.model_note: ""}

@@ -63,7 +63,7 @@ class Renders:
                 controls: Mapping[str, Any], control_set: Controls | None = None) -> ChatRequest:
         """The typed request for the page's values (``controls``: the event's control inputs by name, read by
         ``control_set``: the main picker's unless given)."""
-        return chat_request(self.registry, control_set or self.page.controls, model, turns, system, sampling,
+        return chat_request(control_set or self.page.controls, model, turns, system, sampling,
                             controls)
 
     def sent(self, session: str) -> None:
@@ -175,7 +175,7 @@ class Renders:
     def task(self, request: gr.Request, task: str | None, model: str, message: Any) -> Any:
         """A reader's task picked: its prompt into the message box's text (the files attached kept), to be edited or
         sent as it is; a task whose checkpoint reads the page alone (no text: LightOnOCR's) says so beside the box."""
-        prompt = task_prompt(self.registry.get(model), task or "") if model in self.registry.names else None
+        prompt = task_prompt(self.service.profile(model), task or "") if model in self.registry.names else None
         if prompt is None:
             return gr.skip(), gr.skip()
         session = _session(request)

@@ -15,7 +15,6 @@ from typing import Any
 
 import gradio as gr
 
-from .. import profile
 from ..conversation import Conversation, Exchange, Stats, chat_messages
 from ..inspector import Inspection
 from ..service import ChatRequest, ChatService, Delta, Done, Failed, PageFigures, Prefilling, Rendered, Waiting
@@ -201,6 +200,7 @@ class Answers:
         boxes: Boxes | PageBoxes | None = None
         seen: tuple[Any, ...] = ()
         as_document = document_view(None, request)
+        found = self.service.profile(request.model)  # (resolved once: handed to every step below)
         engine_has_it = False
         # At once: the question in the chat, what happens now on the stats line, and Stop (a wait for an engine can
         # be stopped too); the box and the panels stay as they are until the question is rendered
@@ -231,9 +231,9 @@ class Answers:
                     rendered = self._keep_render(session, Render(as_sent, event.inspection, event.pages))  # got it
                     shown = streaming_values(stats_data(None, "streaming")) | {
                         "message_note": "", "stats": rendered_text(self.service, request.model, event.inspection)}
-                    boxes = Boxes.of(self.registry.get(request.model), request, event.inspection)
+                    boxes = Boxes.of(found, request, event.inspection)
                     seen = event.inspection.items.get("image", ())[-1:]  # the page (or picture) read
-                    as_document = document_view(self.registry.get(request.model), request)
+                    as_document = document_view(found, request)
                     marks["panels"] = time.time()  # handed to the panels' own event (drawn there, in parallel)
                     yield page.values(**shown, chat=chat_messages(conversation)) | {  # the box cleared, the panels
                         page.conversation: live.shown(conversation), page.rendered: (rendered, box is not None)}
@@ -262,7 +262,7 @@ class Answers:
                     conversation, shown = await _with_boxes(boxes, conversation, shown, event.pages)
                     read = ([(f.vision, f.tokens) for f in event.pages] if event.pages else
                             [(e, event.num_tokens) for e in seen])
-                    reading = reading_text(profile.adapter(self.registry.get(request.model)), read)
+                    reading = reading_text(found.adapter, read)
                     yield page.values(**shown | {"chat": chat_messages(conversation),
                                                  "stats": stats_text(stats) + (f" · {reading}" if reading else ""),
                                                  "stats_data": stats_data(stats, "done", marks), "stop_btn": STOP_OFF}
