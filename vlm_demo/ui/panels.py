@@ -187,18 +187,19 @@ def rendered_view(service: ChatService, request: ChatRequest, inspection: Inspec
     """The panels and Export of a rendered request, by output name (drawing and encoding pictures: run it in a
     worker thread); ``pages``: a document read page by page, every page's request's inspection (the panels show each
     page's request, row and picture, as before it was sent)."""
-    spec = service.registry.get(request.model)
-    serve = serve_command(spec, service.model_path(spec.name) if spec.tiny else None)
+    found = service.profile(request.model)
+    spec = found.spec
+    serve = serve_command(found, service.model_path(spec.name) if spec.tiny else None)
     if request.each_page:  # one body per page
         split = [one for _, one in page_requests(request)]
-        bodies = [chat_completions_body(one, spec) for one in split]
+        bodies = [chat_completions_body(one, found) for one in split]
         rendered = [(one, found) for one, found in zip(split, pages, strict=False) if found is not None]
         view = pages_view(service, rendered) if rendered else panels(service, inspection, split[0])
         return {**view, "export_json": json.dumps(bodies, indent=1),
                 "export_curl": serve + "\n\n# each page is its own request: request.json holds one body per page; "
                 "send them together with the Python snippet",
                 "export_py": pages_snippet(bodies, spec, replay_command(request))}
-    body = chat_completions_body(request, spec)
+    body = chat_completions_body(request, found)
     return {**panels(service, inspection, request),
             "export_json": json.dumps(body, indent=1),
             "export_curl": serve + "\n\n" + curl_command(spec),
