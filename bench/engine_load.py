@@ -57,7 +57,7 @@ async def _service_one(service: ChatService, model: str, image, max_tokens: int)
         if isinstance(event, Delta) and not ttft:
             ttft = time.perf_counter() - t0
         elif isinstance(event, Done):
-            return ttft or event.ttft_s, event.num_tokens
+            return ttft or event.figures.ttft_s, event.figures.tokens
         elif isinstance(event, Failed):
             raise RuntimeError(event.message)
     raise RuntimeError("the service ended without Done")
@@ -116,7 +116,7 @@ async def _service_turn(service: ChatService, model: str, turns: tuple[Turn, ...
         if isinstance(event, Delta) and not ttft:
             ttft = time.perf_counter() - t0
         elif isinstance(event, Done):
-            return ttft or event.ttft_s, event.answer, event.cached_tokens, event.prompt_tokens
+            return ttft or event.figures.ttft_s, event.answer, event.figures.cached_tokens, event.figures.prompt_tokens
         elif isinstance(event, Failed):
             raise RuntimeError(event.message)
     raise RuntimeError("the service ended without Done")

@@ -60,7 +60,7 @@ async def _turn(service: ChatService, model: str, turns: tuple[Turn, ...], sent:
             raise RuntimeError(event.message)
         elif isinstance(event, Done):
             return {"ttft_s": ttft, "bytes": sum(sent), "requests": len(sent), "answer": event.answer,
-                    "cached_tokens": event.cached_tokens, "prompt_tokens": event.prompt_tokens}
+                    "cached_tokens": event.figures.cached_tokens, "prompt_tokens": event.figures.prompt_tokens}
     raise RuntimeError("the service ended without Done")
 
 

@@ -467,6 +467,10 @@ def _after(o: dict) -> str:
 
 
 DOCUMENTS_HEADING = "## A 40-page document, page by page"
+PANELS_HEADING = "## One question's panels, Export closed and open"
+KEPT_HEADINGS = (DOCUMENTS_HEADING, PANELS_HEADING)
+"""The sections other benchmarks write into ``benchmark.md`` (``bench/documents.py``, ``bench/panels_cost.py``),
+kept as they wrote them when the full run rewrites the file."""
 """The heading of ``bench/documents.py``'s section of ``benchmark.md``."""
 
 
@@ -515,9 +519,10 @@ def write_report(data: dict, out_dir: Path) -> None:
     if real.exists():  # the last real-size run's summary stays (``bench/real_size.py``)
         text = with_real_size(text, real_size_section(json.loads(real.read_text()), data))
     written = out_dir / "benchmark.md"
-    kept = section_of(written.read_text(), DOCUMENTS_HEADING) if written.exists() else ""
-    if kept:  # and the last document run's (``bench/documents.py``), as it wrote it
-        text = with_section(text, DOCUMENTS_HEADING, kept)
+    for heading in KEPT_HEADINGS:  # and the other benchmarks' last sections, as they wrote them
+        kept = section_of(written.read_text(), heading) if written.exists() else ""
+        if kept:
+            text = with_section(text, heading, kept)
     written.write_text(text)
     plot(data, out_dir / "benchmark.png")
 

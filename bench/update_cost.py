@@ -16,7 +16,8 @@ import time
 
 from gradio.state_holder import SessionState
 
-from vlm_demo.conversation import Conversation, Exchange, Stats
+from vlm_demo.conversation import Conversation, Exchange
+from vlm_demo.service import Figures
 from vlm_demo.engine import EngineManager
 from vlm_demo.profile import load_registry
 from vlm_demo.service import ChatService, Turn
@@ -49,7 +50,7 @@ async def cost(tokens: int, updates: int) -> dict:
     for k in range(updates):
         answer = " ".join(words[: max(1, tokens * (k + 1) // updates)])
         conversation = conversation.with_last(answer=answer)
-        update = text_update(view, shown, conversation, Stats(tokens=k + 1, tokens_per_s=100.0 + k))
+        update = text_update(view, shown, conversation, Figures(tokens=k + 1, tokens_per_s=100.0 + k))
         t0 = time.process_time()
         data = await demo.postprocess_data(fn, update, state)
         data = demo.handle_streaming_diffs(fn, data, "session", "run", final=False)

@@ -133,7 +133,11 @@ def test_streams_an_answer_with_the_three_panels(app, picture):
     assert "tokens: image" in out["budget"]
     assert out["chat"][-1]["role"] == "assistant" and out["chat"][-1]["content"]
     assert "tokens/s" in out["stats"] and re.search(r"time to first token|first token after", out["stats"])
+    assert out["export_json"] == out["export_py"] == ""  # Export: built when asked for (the page: when it opens)
+    out |= named_outputs("export", client.predict(api_name="/export"))
     assert '"mm_processor_kwargs"' in out["export_json"] and "--trust-request-mm-kwargs" in out["export_curl"]
+    later = run(client.submit(*chat_args(registry, None, text="And the sky?", max_tokens=4), api_name="/chat"), client)
+    assert "And the sky?" in later["export_json"]  # asked for once: each answer's panels bring it (Export kept open)
     assert engines.running_requests() == 0
 
 
@@ -396,6 +400,7 @@ def test_stop_then_retry_and_stop_then_undo(long_answers, picture):
     prompt = prompt_text(retried)
     assert prompt.count("First question?") == 1 and prompt.count("Second question?") == 1
     assert prompt.rstrip().endswith("Second question?<|im_end|>\n<|im_start|>assistant")
+    assert "Second question?" in named_outputs("export", client.predict(api_name="/export"))["export_json"]
     job = start_long_answer(client, registry, engines, text="Third question?")
     job.cancel()
     wait_until(lambda: engines.running_requests() == 0, ABORT_WITHIN_S)
@@ -883,7 +888,7 @@ def test_a_video_through_the_page_api(app):
                                     max_tokens=12, seed=3, controls={"fps": 1.0}), api_name="/chat")
     out = run(job, client)
     assert out["chat"][-1]["role"] == "assistant" and out["chat"][-1]["content"]
-    body = json.loads(out["export_json"])
+    body = json.loads(named_outputs("export", client.predict(api_name="/export"))["export_json"])
     assert body["media_io_kwargs"] == {"video": {"fps": 1.0}}
     assert body["messages"][-1]["content"][0]["video_url"]["url"].startswith("data:video/webm;base64,")
     with pytest.raises(AppError, match="tiny-llava-1.5 does not take video"):
@@ -963,7 +968,7 @@ def test_detect_draws_the_box_in_a_real_browser(app, picture, clean_log):
     from the processed image's pixels (the engine's renderer gives that size) to the picture's own."""
     from PIL import Image
 
-    from vlm_demo.families.grounding import QWEN2_5_VL
+    from vlm_demo.families.box_formats import QWEN2_5_VL
     from vlm_demo.grounding import COLOURS, place
     from vlm_demo.service import ChatRequest, Turn
 

@@ -24,7 +24,7 @@ FORBIDDEN = {
     **{lower: {"service", "ui", "cli", "serving", "gradio", "vllm"} for lower in LOWER},
 }
 """Per layer (a package or a module of ``vlm_demo``), the layers and libraries it may not import."""
-ALLOWED = {("inspector", "engine.types"), ("inspector", "engine.audit"), ("inspector", "engine")}
+ALLOWED = {("inspector", "engine.types"), ("inspector", "engine.server_prompt"), ("inspector", "engine")}
 """What a lower layer takes from the engine layer: its value types (``RenderedPrompt``, a server's prompt)."""
 
 
@@ -103,6 +103,20 @@ def test_profiles_are_the_services_not_the_processs():
             if isinstance(node, ast.Attribute) and node.attr in {"keep", "Profiles"}:
                 pytest.fail(f"{path.relative_to(ROOT)}:{node.lineno} keeps a profile: return it to the service")
     assert "_SESSION_ENGINES" in module_state(Path(__file__).parent / "conftest.py")  # (the check sees a store)
+
+
+def test_a_file_name_means_one_thing():
+    """A module's name is its job's, once across the layers (issue 45: three audit.py, two grounding.py and
+    controls.py, cost.py beside costs.py); a family's name names its adapter and its tiny model, the same family."""
+    seen: dict[str, list[str]] = {}
+    for path in MODULES:
+        if path.name != "__init__.py":
+            seen.setdefault(path.stem, []).append(str(path.relative_to(PACKAGE)))
+    families = {p.stem for p in (PACKAGE / "families").glob("*.py")}
+    twice = {name: where for name, where in seen.items() if len(where) > 1
+             and not (name in families and sorted(w.split("/")[0] for w in where) == ["families", "tiny_models"])}
+    assert not twice, twice
+    assert not [a for a in seen if a + "s" in seen], "a name beside its plural"
 
 
 def test_the_rules_see_a_breach():

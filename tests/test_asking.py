@@ -13,7 +13,7 @@ from vlm_demo.cli import build_parser
 from vlm_demo.cli.commands import _request
 from vlm_demo.intake import Page
 from vlm_demo.service import ChatRequest, documents_of, page_requests
-from vlm_demo.service.costs import cost_request
+from vlm_demo.service.document_cost import cost_request
 from vlm_demo.ui.chat_request import chat_request, read_message
 from vlm_demo.ui.contract import api_inputs, control_names, endpoint_inputs
 from vlm_demo.ui.controls import Controls

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from vlm_demo.engine import EngineManager, ItemRange, RenderedPrompt
-from vlm_demo.engine.audit import RENDER, RETURNED_IDS, USAGE_COUNTS, ServerPrompt
-from vlm_demo.inspector.audit import DIFFERS, EQUAL, UNCHECKED, verdict
+from vlm_demo.engine.server_prompt import RENDER, RETURNED_IDS, USAGE_COUNTS, ServerPrompt
+from vlm_demo.inspector.verdict import DIFFERS, EQUAL, UNCHECKED, verdict
 from vlm_demo.profile import spec_for_endpoint
 from vlm_demo.registry import Registry
 from vlm_demo.service import ChatRequest, Turn

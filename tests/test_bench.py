@@ -80,3 +80,20 @@ def test_the_document_benchmark_runs_and_writes_its_section(tmp_path, report):
     write(data, tmp_path)
     again = table.read_text()
     assert again.count(HEADING) == 1 and again.index(HEADING) < again.index("## At a real") and "real\n" in again
+
+
+def test_the_panels_benchmark_runs_and_writes_its_section(tmp_path):
+    """``bench/panels_cost.py`` with one question a kind: its rows, Export closed costing less and sending less than
+    open (a photo's PNG data URL alone is most of a megabyte), its section written once however often it runs."""
+    from bench.report import PANELS_HEADING
+
+    (tmp_path / "benchmark.md").write_text("# Benchmark\n\n## Findings\n\nkept\n")
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-m", "bench.panels_cost", "--questions", "1", "--out", str(tmp_path)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+    text = (tmp_path / "benchmark.md").read_text()
+    assert text.startswith("# Benchmark\n\n## Findings\n\nkept\n\n" + PANELS_HEADING) and text.count(PANELS_HEADING) == 1
+    photo = next(line for line in text.splitlines() if line.startswith("| one photo-like picture"))
+    closed_ms, open_ms, _, closed_mb, open_mb = (float(v) for v in photo.strip("|").split("|")[1:])
+    assert closed_ms < open_ms and closed_mb < 0.1 < open_mb, photo

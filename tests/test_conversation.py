@@ -3,8 +3,8 @@ Ask, Stop, error, Retry and Undo. The same sequences run through the real page i
 
 from __future__ import annotations
 
-from vlm_demo.conversation import Conversation, Exchange, Stats, chat_messages
-from vlm_demo.service import Turn
+from vlm_demo.conversation import Conversation, Exchange, chat_messages
+from vlm_demo.service import Figures, Turn
 from vlm_demo.ui.answer import stats_text
 
 
@@ -70,7 +70,7 @@ def test_reasoning_is_shown_apart_and_never_sent_back():
 
 
 def test_the_stats_line_shows_cache_and_reasoning():
-    line = stats_text(Stats(tokens=40, ttft_s=0.12, tokens_per_s=50.0, finish_reason="stop", prompt_tokens=421,
+    line = stats_text(Figures(tokens=40, ttft_s=0.12, tokens_per_s=50.0, finish_reason="stop", prompt_tokens=421,
                             cached_tokens=256, reasoning_tokens=33))
     assert "reasoning 33 tokens" in line and "prompt 421 tokens, 256 from vLLM's prefix cache" in line
 
@@ -84,20 +84,20 @@ def test_every_wait_counts():
     from vlm_demo.ui.answer import generating_text
     from vlm_demo.ui.status import prefill_text
 
-    waited = stats_text(Stats(tokens=64, ttft_s=28.5, tokens_per_s=12.0, finish_reason="length", wait_s=1.9))
+    waited = stats_text(Figures(tokens=64, ttft_s=28.5, tokens_per_s=12.0, finish_reason="length", wait_s=1.9))
     assert waited.startswith("64 tokens · first token after **30.40 s**: the engine's start 1.9 s + prefill 28.50 s")
-    assert "time to first token **0.31 s**" in stats_text(Stats(tokens=3, ttft_s=0.31, finish_reason="stop"))
+    assert "time to first token **0.31 s**" in stats_text(Figures(tokens=3, ttft_s=0.31, finish_reason="stop"))
     assert prefill_text(Prefilling("tiny-deepseek-ocr", "7 views of 1 picture, 903 vision tokens, in a 960-token "
                                    "prompt", 12.4, 1.9)) == (
         "the engine's start 1.9 s, then prefill: the engine encodes 7 views of 1 picture, 903 vision tokens, in a "
         "960-token prompt · **12 s** so far")
-    assert generating_text(Stats(tokens=37, tokens_per_s=12.25)) == "generating… **37** tokens · 12.2 tokens/s"
+    assert generating_text(Figures(tokens=37, tokens_per_s=12.25)) == "generating… **37** tokens · 12.2 tokens/s"
 
 
 def test_a_readers_answer_shows_as_its_document_with_the_raw_answer_one_click_away():
     """dots.ocr's JSON cells as Markdown (the title a heading, the table its HTML) in place of the answer; the raw
     answer in a collapsed block under it; the raw answer, not the view, goes back to the model."""
-    from vlm_demo.families.grounding import DOTS_OCR
+    from vlm_demo.families.box_formats import DOTS_OCR
 
     raw = ('[{"bbox": [10, 20, 300, 60], "category": "Title", "text": "Quarterly report"}, '
            '{"bbox": [10, 80, 300, 200], "category": "Table", "text": "<table><tr><td>1</td></tr></table>"}]')

@@ -19,7 +19,7 @@ from vlm_demo.intake.documents import page_numbers
 from vlm_demo.intake import documents as documents_module
 from vlm_demo.inspector import to_json
 from vlm_demo.registry import Sampling
-from vlm_demo.service import ChatRequest, Delta, Done, Rendered, Turn
+from vlm_demo.service import ChatRequest, Delta, Done, Figures, Rendered, Turn
 from vlm_demo.settings import Settings
 from vlm_demo.ui.chat_request import read_message
 from vlm_demo.ui.panels import documents_text, image_table
@@ -211,7 +211,7 @@ async def test_a_page_whose_stream_raises_ends_the_document_with_the_error(repor
         if page.number == 2:
             raise TypeError("chat() takes 2 positional arguments but 4 were given")
         try:
-            yield Delta("", "…", num_tokens=1)
+            yield Delta("", "…", Figures(1))
             await asyncio.sleep(30)
         finally:
             closed.append(page.number)
@@ -237,19 +237,19 @@ async def test_each_page_on_its_own_answers_every_page_in_order_and_stops_togeth
     done = events[-1]
     assert isinstance(done, Done), events[-1]
     labels = [f"page {n} of report.pdf" for n in (1, 2, 3, 1, 2, 3)]
-    assert [p.label for p in done.pages] == labels and all(p.tokens == 8 and not p.failed for p in done.pages)
-    assert done.num_tokens == 48 and done.total_s >= max(p.done_s for p in done.pages) > 0
+    assert [p.label for p in done.pages] == labels and all(p.figures.tokens == 8 and not p.failed for p in done.pages)
+    assert done.figures.tokens == 48 and done.figures.total_s >= max(p.done_s for p in done.pages) > 0
     assert re.findall(r"\*\*(page \d of report\.pdf)\*\*", done.answer) == labels  # each part, in page order
     (rendered,) = [e for e in events if isinstance(e, Rendered)]  # one, once every page's request has rendered
     assert [e.page for e in rendered.inspection.items["image"]] == [1]  # the first page's, as its own request
     assert [i.items["image"][-1].page for i in rendered.pages] == [1, 2, 3, 1, 2, 3]  # and each page's own
     assert all(len(i.items["image"]) == 1 for i in rendered.pages)
     assert events.index(rendered) < min(i for i, e in enumerate(events) if isinstance(e, Delta))
-    assert done.prompt_tokens == 6 * len(rendered.rendered.prompt_token_ids)  # six requests of one page each
+    assert done.figures.prompt_tokens == 6 * len(rendered.rendered.prompt_token_ids)  # six requests of one page each
     long = dataclasses.replace(ask, sampling=Sampling(temperature=0.0, max_tokens=2048, ignore_eos=True))
     stream = service.chat(long)
     async for event in stream:
-        if isinstance(event, Delta) and event.num_tokens >= 12:
+        if isinstance(event, Delta) and event.figures.tokens >= 12:
             break
     assert engines.running_requests() == 6
     await stream.aclose()
@@ -276,13 +276,14 @@ async def test_a_document_read_page_by_page_exports_one_request_per_page(service
     """Export of a page-by-page answer: request.json holds one body per page (each with its page alone), the Python
     snippet sends them together and runs as written, and names the command line that asks the same."""
     from vlm_demo.service import page_requests
-    from vlm_demo.ui.panels import rendered_view
+    from vlm_demo.ui.panels import export_view, rendered_view
 
     pages = load_document(report, Settings(), DocumentOptions(dpi=72, pages="1,3"))
     request = ChatRequest("tiny-qwen2.5-vl", (Turn("user", "Read it.", {"image": pages}),),
                           sampling=Sampling(temperature=0.0, max_tokens=8), each_page=True)
     first = page_requests(request)[0][1]
-    view = rendered_view(service, request, await service.inspect(first, start_engine=False))
+    view = rendered_view(service, request, await service.inspect(first, start_engine=False)) | export_view(
+        service, request)
     bodies = json.loads(view["export_json"])
     assert len(bodies) == 2
     assert [sum(part["type"] == "image_url" for part in b["messages"][-1]["content"]) for b in bodies] == [1, 1]

@@ -69,8 +69,8 @@ async def check_expansion(service, engines, model):
         engine = await engines.get(service.registry.get(model))
         assert image_token_count(rendered, engine) == expected, (model, (w, h), kwargs)
         assert len(rendered.ranges["image"]) == 1
-        assert done.num_tokens >= 8 and done.answer
-        assert done.ttft_s > 0
+        assert done.figures.tokens >= 8 and done.answer
+        assert done.figures.ttft_s > 0
         assert engine.running_requests() == 0
 
 
@@ -275,7 +275,7 @@ async def test_engines_of_recent_models_stay_warm(service, engines):
     assert engines.current() == qwen.name
     assert 0.5 < first.footprint_gib < 4, first.footprint_gib  # the KV cache (1 GiB here) and two processes
     rendered, done = await ask(service, qwen.name, make_image(64, 48))
-    assert done.num_tokens >= 1 and engines.starts == before
+    assert done.figures.tokens >= 1 and engines.starts == before
 
 
 async def test_a_start_the_person_walked_away_from_is_not_the_model_used_last(service, engines):
@@ -319,4 +319,4 @@ async def test_a_model_that_cannot_start_here_leaves_the_running_engines_alone(s
         availability.forget_hub_answer()
     assert engines.running(qwen) is engine and not engine.dead
     rendered, done = await ask(service, qwen.name, make_image(64, 48))
-    assert done.num_tokens >= 1
+    assert done.figures.tokens >= 1

@@ -102,7 +102,7 @@ async def test_qwen_pixel_bounds_use_the_processors_current_api(renderer, family
     gets what Qwen's smart_resize gives at the moved bounds, the other bound at the checkpoint's value."""
     import warnings
 
-    from vlm_demo.families.qwen2_5_vl import resized
+    from vlm_demo.families.qwen_grid import resized
 
     r = renderer(TINY[family])
     factor = r.model_config.hf_config.vision_config.patch_size * r.model_config.hf_config.vision_config.spatial_merge_size
@@ -327,7 +327,7 @@ async def test_a_model_without_controls_gets_its_processors(name, derived, entry
     constants and kwargs that change no token (dropped by rendering). Each control's ends and start render; a
     derived value renders the ids the family's own control renders; a value out of range or a name the processor
     does not offer is one line."""
-    from vlm_demo.engine.controls import NOT_CONTROLS
+    from vlm_demo.engine.derive_controls import NOT_CONTROLS
     from vlm_demo.errors import InputError
     from vlm_demo.registry import ModelSpec
     from vlm_demo.service import ChatService
@@ -370,7 +370,7 @@ async def test_reader_controls_at_their_ends_render_the_familys_rule(renderer, f
     ``image_grid_thw`` holds as many cells, and the remote rule gives that grid. PaddleOCR-VL counts with its own
     rule from ``size`` (``paddleocr_vl.py``, the keys of transformers' processor without remote code) while its
     processor resizes the pixels: both must move together."""
-    from vlm_demo.families.qwen2_5_vl import resized
+    from vlm_demo.families.qwen_grid import resized
 
     r = renderer(TINY[family])
     adapter, spec = r.adapter, r.spec

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from vlm_demo import families
-from vlm_demo.families.grounding import DEEPSEEK_OCR, DOTS_OCR, INTERNVL, LIGHTONOCR_BBOX, QWEN2_5_VL, QWEN2_VL, QWEN3_VL, Found
+from vlm_demo.families.box_formats import DEEPSEEK_OCR, DOTS_OCR, INTERNVL, LIGHTONOCR_BBOX, QWEN2_5_VL, QWEN2_VL, QWEN3_VL, Found
 from vlm_demo.grounding import COLOURS, Placed, colour_of, draw, place, rows, to_json
 
 from .conftest import make_image, run_cli
@@ -256,7 +256,7 @@ LIGHTON_ANSWER = ("# Quarterly report\n\nRevenue grew.\n\n![image](image_1.png) 
 ], ids=["dots-cells-and-cut", "dots-malformed", "deepseek-refs-and-cut", "deepseek-streaming-text",
         "deepseek-malformed", "lighton-images-and-cut", "lighton-malformed"])
 def test_reader_formats_parse_cells_in_reading_order(fmt, text, expected):
-    from vlm_demo.families import grounding
+    from vlm_demo.families import box_formats as grounding
 
     fmt = getattr(grounding, fmt)
     assert list(fmt.parse(text)) == expected
@@ -267,7 +267,7 @@ def test_reader_formats_parse_cells_in_reading_order(fmt, text, expected):
 
 
 def test_reader_formats_have_no_detect_mode():
-    from vlm_demo.families.grounding import DEEPSEEK_OCR, DOTS_OCR, LIGHTONOCR_BBOX
+    from vlm_demo.families.box_formats import DEEPSEEK_OCR, DOTS_OCR, LIGHTONOCR_BBOX
 
     assert all(f.detects for f in (QWEN2_5_VL, QWEN3_VL, QWEN2_VL, INTERNVL))
     assert not any(f.detects for f in (DOTS_OCR, DEEPSEEK_OCR, LIGHTONOCR_BBOX))
@@ -283,7 +283,7 @@ def test_detect_refuses_a_reader_and_is_not_offered(registry):
 
     from vlm_demo import profile
     from vlm_demo.errors import InputError
-    from vlm_demo.families.grounding import DOTS_OCR
+    from vlm_demo.families.box_formats import DOTS_OCR
     from vlm_demo.service import grounding_of
     from vlm_demo.ui.contract import has_grounding
 
@@ -306,8 +306,8 @@ def test_dots_ocr_cells_land_on_the_page_through_the_smart_resize():
     token, the checkpoint's 3136..11,289,600 pixels): an A4 page at 150 dpi, 1240x1754, is read at 1232x1764, so a
     box there is scaled by 1240/1232 and 1754/1764 onto the page, not taken as page pixels (dots.ocr #72)."""
 
-    from vlm_demo.families.grounding import DOTS_OCR
-    from vlm_demo.families.qwen2_5_vl import resized
+    from vlm_demo.families.box_formats import DOTS_OCR
+    from vlm_demo.families.qwen_grid import resized
 
     processed = resized(*A4_150, 3136, 11_289_600)
     assert processed == (1232, 1764)
@@ -331,7 +331,7 @@ def test_deepseek_ocr_refs_land_on_the_page_on_its_999_grid():
     """DeepSeek-OCR's boxes are on a 0-999 grid of the page (its own script draws ``x / 999 * width``): 999 is the
     page's right and bottom edge, not 1000."""
 
-    from vlm_demo.families.grounding import DEEPSEEK_OCR
+    from vlm_demo.families.box_formats import DEEPSEEK_OCR
 
     title, left, right, image = place(DEEPSEEK_OCR.parse(DEEPSEEK_ANSWER), DEEPSEEK_OCR, A4_150, None)
     w, h = A4_150
@@ -347,7 +347,7 @@ def test_deepseek_ocr_refs_land_on_the_page_on_its_999_grid():
 
 def test_lightonocr_images_land_on_the_page_in_thousandths():
 
-    from vlm_demo.families.grounding import LIGHTONOCR_BBOX
+    from vlm_demo.families.box_formats import LIGHTONOCR_BBOX
 
     first, whole = place(LIGHTONOCR_BBOX.parse(LIGHTON_ANSWER), LIGHTONOCR_BBOX, A4_150, None)
     assert first.box == pytest.approx((124, 438.5, 1116, 877)) and whole.box == pytest.approx((0, 0, 1240, 1754))
@@ -357,7 +357,7 @@ def test_lightonocr_images_land_on_the_page_in_thousandths():
 
 
 def test_a_readers_cells_as_data_and_drawn_with_their_order():
-    from vlm_demo.families.grounding import DOTS_OCR
+    from vlm_demo.families.box_formats import DOTS_OCR
     from vlm_demo.grounding import cells
 
     placed = place(DOTS_OCR.parse(DOTS_ANSWER), DOTS_OCR, A4_150, (1232, 1764))
@@ -379,8 +379,8 @@ def test_read_maps_each_pages_cells_onto_its_picture(tmp_path, monkeypatch, caps
     840x1176, the size Qwen's smart resize gives."""
     import vlm_demo.service
     from vlm_demo.cli import build_parser, reading
-    from vlm_demo.families.grounding import DOTS_OCR
-    from vlm_demo.families.qwen2_5_vl import resized
+    from vlm_demo.families.box_formats import DOTS_OCR
+    from vlm_demo.families.qwen_grid import resized
     from vlm_demo.settings import Settings
 
     from .documents import make_pdf
@@ -454,7 +454,7 @@ def test_a_document_read_page_by_page_gets_each_pages_boxes_on_that_page(registr
     from types import SimpleNamespace
 
     from vlm_demo.intake import DocumentOptions, load_document
-    from vlm_demo.service import ChatRequest, PageFigures, Turn
+    from vlm_demo.service import ChatRequest, Figures, PageAnswer, Turn
     from vlm_demo.settings import Settings
     from vlm_demo.ui.answer import document_view
     from vlm_demo.ui.overlays import PageBoxes
@@ -471,7 +471,7 @@ def test_a_document_read_page_by_page_gets_each_pages_boxes_on_that_page(registr
     processed = ((588, 840), (840, 588))  # each page's own render: 28-px cells around 595x842 and 842x595
     answers = ('[{"bbox": [0, 0, 294, 420], "category": "Title", "text": "Tall"}]',
                '[{"bbox": [420, 294, 840, 588], "category": "Table", "text": "<table></table>"}, {"bbox": [1, 2')
-    parts = [PageFigures(p.label, 5, 0.1, 10.0, None, vision=SimpleNamespace(processed_size=size), answer=a)
+    parts = [PageAnswer(p.label, Figures(5, 0.1, 10.0), None, vision=SimpleNamespace(processed_size=size), answer=a)
              for p, size, a in zip(pages, processed, answers, strict=True)]
     figures, table = boxes.update("", parts)
     assert len(figures) == 2 and all(Path(f).is_file() for f in figures)

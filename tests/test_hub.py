@@ -118,7 +118,7 @@ async def test_a_remote_models_controls_come_from_its_hub_checkpoint_without_wei
     model's controls with vLLM's renderer built from them."""
 
     from vlm_demo.engine import EngineManager
-    from vlm_demo.engine.controls import derive
+    from vlm_demo.engine.derive_controls import derive
     from vlm_demo.registry import ModelSpec
 
     path = hub.download(REPO, None, settings, weights=False)

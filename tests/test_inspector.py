@@ -150,7 +150,7 @@ async def test_inspect_then_chat_the_same_images(service):
     request = req("tiny-qwen2.5-vl", images=(B,))
     await service.inspect(request)
     events = [e async for e in service.chat(request)]
-    assert isinstance(events[-1], Done) and events[-1].num_tokens == 8, events[-1]
+    assert isinstance(events[-1], Done) and events[-1].figures.tokens == 8, events[-1]
 
 
 @pytest.mark.engine
@@ -226,7 +226,7 @@ async def test_llava_accepts_precomputed_embeddings(service, settings, tmp_path)
     assert im.count == im.length == 576 and im.orig_size is None
     assert insp.prompt.startswith("USER: <image>\n")
     events = [e async for e in service.chat(request)]
-    assert isinstance(events[-1], Done) and events[-1].num_tokens == 8
+    assert isinstance(events[-1], Done) and events[-1].figures.tokens == 8
 
 
 def test_cli_inspect_json(tmp_path):

@@ -1,4 +1,4 @@
-"""Prompt cache per answer (vLLM's prefix cache, ``Done.cached_tokens``) and tiny models that answer in
+"""Prompt cache per answer (vLLM's prefix cache, ``Done.figures.cached_tokens``) and tiny models that answer in
 printable text (``allowed_token_ids``), against the real engine of the tiny Qwen2.5-VL."""
 
 from __future__ import annotations
@@ -47,15 +47,15 @@ async def test_turn_two_reuses_turn_ones_prompt_from_the_prefix_cache(service, r
     ids1, ids2 = rendered1.rendered.prompt_token_ids, rendered2.rendered.prompt_token_ids
     image_tokens = sum(r.length for r in rendered1.rendered.ranges["image"])
     common = next((i for i, (a, b) in enumerate(zip(ids1, ids2)) if a != b), min(len(ids1), len(ids2)))
-    assert done1.prompt_tokens == len(ids1) and done2.prompt_tokens == len(ids2)
+    assert done1.figures.prompt_tokens == len(ids1) and done2.figures.prompt_tokens == len(ids2)
     assert common == len(ids1), "turn 2's prompt does not start with turn 1's"
-    assert done1.cached_tokens < block  # fresh images: at most the text before them
+    assert done1.figures.cached_tokens < block  # fresh images: at most the text before them
     # Turn 1's whole blocks (its images included) come from the cache; nothing beyond what both share.
-    assert len(ids1) // block * block <= done2.cached_tokens <= common
-    assert done2.cached_tokens >= image_tokens - block
+    assert len(ids1) // block * block <= done2.figures.cached_tokens <= common
+    assert done2.figures.cached_tokens >= image_tokens - block
     report(f"prefix cache (tiny Qwen2.5-VL, 2 images = {image_tokens} image tokens, block {block}): turn 1 "
-           f"{done1.cached_tokens}/{done1.prompt_tokens} cached, turn 2 {done2.cached_tokens}/{done2.prompt_tokens} "
-           f"cached; ttft {done1.ttft_s:.3f} s -> {done2.ttft_s:.3f} s")
+           f"{done1.figures.cached_tokens}/{done1.figures.prompt_tokens} cached, turn 2 {done2.figures.cached_tokens}/{done2.figures.prompt_tokens} "
+           f"cached; ttft {done1.figures.ttft_s:.3f} s -> {done2.figures.ttft_s:.3f} s")
 
 
 def spy_on_generate(monkeypatch, engine) -> list[list[bool]]:
@@ -81,7 +81,7 @@ async def test_earlier_pictures_go_to_the_engine_core_as_hashes(service, registr
     _, done1 = await chat(service, turn1)
     rendered2, done2 = await chat(service, (*turn1, Turn("assistant", done1.answer), Turn("user", "And now?")))
     assert sent == [[True, True], [False, False]]
-    assert done2.num_tokens > 0 and done2.finish_reason in ("length", "stop")
+    assert done2.figures.tokens > 0 and done2.figures.finish_reason in ("length", "stop")
     assert all(item is not None for item in rendered2.rendered.engine_input["mm_kwargs"]["image"])
     assert [g.processed_size for g in rendered2.rendered.geometry["image"]] == [(364, 252), (252, 364)]
 
@@ -102,7 +102,7 @@ async def test_drift_between_the_processor_caches_heals_by_resending(service, re
     sent = spy_on_generate(monkeypatch, engine)
     _, done = await chat(service, lost_turns)
     assert sent == [[False], [True]], sent
-    assert done.num_tokens == SAMPLING.max_tokens or done.finish_reason == "stop"
+    assert done.figures.tokens == SAMPLING.max_tokens or done.figures.finish_reason == "stop"
 
 
 async def test_random_weight_answer_reads_as_text(service, registry):
@@ -110,7 +110,7 @@ async def test_random_weight_answer_reads_as_text(service, registry):
     assert spec.random_weights and printable_only(spec)
     _, done = await chat(service, (Turn("user", "Say something.", {"image": (make_image(280, 224, seed=13),)}),),
                          Sampling(temperature=1.0, top_p=1.0, max_tokens=64, seed=3, ignore_eos=True))
-    assert done.num_tokens == 64 and done.finish_reason == "length"
+    assert done.figures.tokens == 64 and done.figures.finish_reason == "length"
     assert done.answer.strip() and reads_as_text(done.answer), repr(done.answer)
 
 

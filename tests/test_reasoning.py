@@ -55,16 +55,16 @@ async def test_reasoning_streams_apart_and_stays_out_of_the_next_prompt(service:
     split = None
     for seed in SEEDS:
         deltas, done = await _chat(service, _request(seed))
-        assert done.finish_reason == "stop" and deltas
+        assert done.figures.finish_reason == "stop" and deltas
         if not done.answer:  # "</think>" spelled byte by byte: all of it is reasoning, as vllm serve reads it
             assert re.fullmatch(REGEX, done.reasoning)
-            assert done.reasoning_tokens == done.num_tokens
+            assert done.figures.reasoning_tokens == done.figures.tokens
             continue
         # The split: thinking text without the marker, the answer without tags; exact token counts (the tiny
         # tokenizer has no merges: one token a character, plus </think>, plus end-of-sequence).
         assert re.fullmatch(REASONING, done.reasoning) and re.fullmatch(ANSWER, done.answer), done
-        assert done.reasoning_tokens == n_tokens(done.reasoning) + 1
-        assert done.num_tokens == done.reasoning_tokens + n_tokens(done.answer) + 1
+        assert done.figures.reasoning_tokens == n_tokens(done.reasoning) + 1
+        assert done.figures.tokens == done.figures.reasoning_tokens + n_tokens(done.answer) + 1
         # Streamed: the reasoning grows while the answer stays empty, then the answer grows, reasoning fixed.
         first_answer = next(i for i, d in enumerate(deltas) if d.answer)
         assert first_answer > 1
@@ -78,7 +78,7 @@ async def test_reasoning_streams_apart_and_stays_out_of_the_next_prompt(service:
         break
     assert split is not None, f"no seed of {list(SEEDS)} wrote the </think> token"
     seed, done = split
-    report(f"reasoning split (seed {seed}): {done.reasoning_tokens} of {done.num_tokens} tokens reasoning")
+    report(f"reasoning split (seed {seed}): {done.figures.reasoning_tokens} of {done.figures.tokens} tokens reasoning")
 
     # The next turn keeps only the answer (the UI appends Turn("assistant", done.answer)), as the Qwen3
     # Thinking templates themselves drop earlier turns' reasoning; the prompt holds no trace of it.

@@ -137,10 +137,10 @@ async def test_streamed_answer_equals_the_local_engines(both: ChatService, repor
     t_remote = time.perf_counter() - t0
     rendered_l, local = await collect(both, request_for(MODEL, sampling=sampling))
     assert rendered_r.rendered.prompt_token_ids == rendered_l.rendered.prompt_token_ids
-    assert remote.num_tokens == local.num_tokens == 24 or remote.finish_reason == local.finish_reason == "stop"
+    assert remote.figures.tokens == local.figures.tokens == 24 or remote.figures.finish_reason == local.figures.finish_reason == "stop"
     assert remote.answer == local.answer
-    assert remote.finish_reason == local.finish_reason
-    report(f"remote chat (tiny Qwen2.5-VL, 2 images, 24 tokens): {t_remote:.2f} s, ttft {remote.ttft_s:.3f} s")
+    assert remote.figures.finish_reason == local.figures.finish_reason
+    report(f"remote chat (tiny Qwen2.5-VL, 2 images, 24 tokens): {t_remote:.2f} s, ttft {remote.figures.ttft_s:.3f} s")
 
 
 async def test_first_delta_carries_the_servers_prompt_ids(both: ChatService, registry):
@@ -154,14 +154,14 @@ async def test_first_delta_carries_the_servers_prompt_ids(both: ChatService, reg
 
 async def test_done_counts_the_servers_prefix_cache_hits(both: ChatService):
     """The server's usage (``prompt_tokens_details.cached_tokens``, with ``--enable-prompt-tokens-details``)
-    reaches ``Done.cached_tokens``: the same two-image prompt, asked again, comes from its prefix cache."""
+    reaches ``Done.figures.cached_tokens``: the same two-image prompt, asked again, comes from its prefix cache."""
     images = (make_image(364, 252, seed=21), make_image(252, 364, seed=22))  # images no other test sends
     request = ChatRequest(model=f"remote-{MODEL}", turns=(Turn("user", "Anything new?", {"image": images}),),
                           sampling=Sampling(max_tokens=4, seed=1))
     _, first = await collect(both, request)
     _, again = await collect(both, request)
-    assert first.prompt_tokens == again.prompt_tokens > 0
-    assert first.cached_tokens < again.cached_tokens <= again.prompt_tokens
+    assert first.figures.prompt_tokens == again.figures.prompt_tokens > 0
+    assert first.figures.cached_tokens < again.figures.cached_tokens <= again.figures.prompt_tokens
 
 
 def fresh_service(server: Server, registry: Registry, settings: Settings, **changes) -> ChatService:
@@ -196,7 +196,7 @@ async def test_turn_two_sends_the_servers_pictures_by_reference(server: Server, 
             sent.clear()
             rendered, done = await collect(service, ChatRequest(model=f"remote-{MODEL}", turns=asked,
                                                                 sampling=Sampling(max_tokens=2, seed=1)))
-        seen[by_reference] = rendered.inspection.prompt_token_ids, done.prompt_tokens, sent
+        seen[by_reference] = rendered.inspection.prompt_token_ids, done.figures.prompt_tokens, sent
     (ids, prompt_tokens, sent), (ids_bytes, prompt_tokens_bytes, sent_bytes) = seen[True], seen[False]
     assert (ids, prompt_tokens) == (ids_bytes, prompt_tokens_bytes)
     assert [path for path, _, body in sent_bytes if body.count(b"data:image/png") == 2] == [
@@ -218,7 +218,7 @@ async def test_a_server_without_the_picture_gets_its_bytes(server: Server, regis
     images = (make_image(330, 250, seed=41),)
     _, done = await collect(service, ChatRequest(model=f"remote-{MODEL}", turns=(Turn("user", "And this?",
                             {"image": images}),), sampling=Sampling(max_tokens=2, seed=1)))
-    assert done.num_tokens == 2
+    assert done.figures.tokens == 2
     media = [(path, status, b"data:image" in body) for path, status, body in sent if path != "/detokenize"]
     assert media == [("/v1/chat/completions/render", 400, False), ("/v1/chat/completions/render", 200, True),
                      ("/v1/chat/completions", 400, False), ("/v1/chat/completions", 200, True)]

@@ -295,8 +295,8 @@ async def test_the_engine_and_vllm_serve_answer(family, built, registry, engines
             for model in (spec, remote):
                 req = request(model, pictures, text="What is in these pictures?", sampling=sampling)
                 done = [e async for e in service.chat(req)][-1]
-                assert isinstance(done, Done) and done.num_tokens == 8 and done.finish_reason == "length", done
-                assert done.prompt_tokens > sum(case.counts[:case.images])
+                assert isinstance(done, Done) and done.figures.tokens == 8 and done.figures.finish_reason == "length", done
+                assert done.figures.prompt_tokens > sum(case.counts[:case.images])
             if case.hybrid:
                 # vLLM 0.32 requires chunked prefill for a hybrid with prefix caching ("Chunked prefill is required
                 # for mamba cache mode 'align'"), and with it a seeded request split over engine steps crashed the
@@ -308,7 +308,7 @@ async def test_the_engine_and_vllm_serve_answer(family, built, registry, engines
                 seeded = Sampling(temperature=0.8, max_tokens=8, seed=7, ignore_eos=True)
                 answers = [[e async for e in service.chat(request(spec, pictures, sampling=seeded))][-1]
                            for _ in range(2)]
-                assert all(isinstance(a, Done) and a.num_tokens == 8 for a in answers), answers
+                assert all(isinstance(a, Done) and a.figures.tokens == 8 for a in answers), answers
                 assert answers[0].answer == answers[1].answer
         finally:
             await engines.shutdown(spec.name)

@@ -91,8 +91,8 @@ async def test_video_answers_stream(model, clip, service):
     assert not any(isinstance(e, Failed) for e in events), events
     rendered = next(e for e in events if isinstance(e, Rendered))
     done = events[-1]
-    assert isinstance(done, Done) and done.num_tokens >= 8 and done.answer
-    assert done.prompt_tokens == len(rendered.rendered.prompt_token_ids)
+    assert isinstance(done, Done) and done.figures.tokens >= 8 and done.answer
+    assert done.figures.prompt_tokens == len(rendered.rendered.prompt_token_ids)
     assert rendered.inspection.items["video"][0].num_frames == 4
 
 

@@ -142,8 +142,8 @@ async def test_the_audit_finds_the_plain_server_equal(server: Server, kind: str,
     goes with the entry's default settings, as the page sends it: these servers start with each setting at its
     largest server-wide (the app's flags, sizing the encoder cache), which a request without settings would get
     (Gemma 3's pan-and-scan: rightly a difference then)."""
-    from vlm_demo.engine.audit import RENDER
-    from vlm_demo.inspector.audit import EQUAL
+    from vlm_demo.engine.server_prompt import RENDER
+    from vlm_demo.inspector.verdict import EQUAL
     from vlm_demo.service.audit import Auditor
 
     spec = server.spec
@@ -178,9 +178,9 @@ async def test_an_endpoint_entry_matches_the_local_engine(server: Server, kind: 
     rendered_r, answer_r = await collect(both, request(remote.name))
     rendered_l, answer_l = await collect(both, request(spec.name))
     assert rendered_r.rendered.prompt_token_ids == rendered_l.rendered.prompt_token_ids
-    assert (answer_r.answer, answer_r.num_tokens, answer_r.finish_reason) == \
-        (answer_l.answer, answer_l.num_tokens, answer_l.finish_reason)
-    assert answer_l.num_tokens == 8 and answer_l.finish_reason == "length"  # 8 tokens streamed, locally and remotely
+    assert (answer_r.answer, answer_r.figures.tokens, answer_r.figures.finish_reason) == \
+        (answer_l.answer, answer_l.figures.tokens, answer_l.figures.finish_reason)
+    assert answer_l.figures.tokens == 8 and answer_l.figures.finish_reason == "length"  # 8 tokens streamed, locally and remotely
 
 
 async def test_an_auto_endpoint_entry_gets_its_checkpoints_family(server: Server, registry, engines, settings):

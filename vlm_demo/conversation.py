@@ -11,35 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .service import Turn
+from .service import Figures, Turn
 
 Status = Literal["streaming", "done", "stopped", "failed"]
-
-
-@dataclass(frozen=True)
-class Stats:
-    """Figures of one answer, as data (the page's stats line is made from them)."""
-
-    tokens: int = 0
-    """Tokens generated (reasoning included)."""
-    ttft_s: float = 0.0
-    """Seconds from the request reaching the engine to its first token."""
-    tokens_per_s: float = 0.0
-    """Generated tokens per second after the first one."""
-    finish_reason: str | None = None
-    """Why generation ended ("stop", "length"), or None when it did not end by itself."""
-    prompt_tokens: int = 0
-    """Prompt tokens the engine ran on."""
-    cached_tokens: int = 0
-    """Prompt tokens vLLM served from its prefix cache."""
-    reasoning_tokens: int = 0
-    """Generated tokens that were reasoning (up to the end-of-thinking marker)."""
-    wait_s: float = 0.0
-    """Seconds the question waited for the model's engine to start (0 when it was running)."""
-    pages: int = 0
-    """A document read page by page: the pages asked on their own (0 otherwise)."""
-    total_s: float = 0.0
-    """A document read page by page: seconds from the send to the last page's last token."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +32,7 @@ class Exchange:
     """Where the answer stands."""
     note: str = ""
     """Why a failed answer failed."""
-    stats: Stats | None = None
+    stats: Figures | None = None
     """The answer's figures, once it ended by itself."""
     figures: tuple[str, ...] = ()
     """The answer's boxes and points drawn on the picture they refer to (a picture file), where the model's family
@@ -123,7 +97,7 @@ MARKS = {"stopped": "stopped", "failed": "failed"}
 """How the chat marks an answer that did not end by itself (words, not symbols: a symbol the reader's fonts lack
 shows as an empty box)."""
 
-def no_answer_note(stats: Stats | None) -> str:
+def no_answer_note(stats: Figures | None) -> str:
     """The note on a finished answer that is all reasoning."""
     if stats is not None and stats.finish_reason == "length":
         return f"no answer after the reasoning: all {stats.tokens} tokens went to thinking (raise max_tokens)"

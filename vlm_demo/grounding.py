@@ -1,6 +1,6 @@
 """Boxes and points from an answer, in the uploaded picture's pixels: pure functions.
 
-The family's format (``families.grounding``) parses the answer; ``place`` maps each item from the format's
+The family's format (``families.box_formats``) parses the answer; ``place`` maps each item from the format's
 space to the original image with the geometry the engine's processor reported (for Qwen2.5-VL the processed
 size from ``image_grid_thw``); ``draw`` and ``rows`` show them; ``to_json`` is ``ground --json``, ``cells`` a
 document reader's page as ``read --json`` prints it.
@@ -15,7 +15,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from .families.grounding import Found, Grounding
+from .families.box_formats import Found, Grounding
 
 COLOURS = ((230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180), (70, 240, 240),
            (240, 50, 230), (210, 245, 60))

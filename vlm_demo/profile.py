@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from . import families, registry, tiny_models
 from .errors import RegistryError
 from .families import Adapter
-from .families.grounding import Grounding
+from .families.box_formats import Grounding
 from .registry import (AUTO, SCOPES, ControlSetting, EngineArgs, ModelSpec, Registry, Sampling, flat_kwargs,
                        image_scoped, processor_kwargs, without_defaults)
 
@@ -39,7 +39,7 @@ class Profile:
     model_type: str | None
     """The checkpoint's config.json ``model_type``, where it was read (None: not read here)."""
     derived: tuple[ControlSetting, ...] | None = None
-    """Controls derived from the model's processor (``engine.controls``), for an entry that offers none; None
+    """Controls derived from the model's processor (``engine.derive_controls``), for an entry that offers none; None
     until they are derived (that needs vLLM's renderer of the model)."""
     checkpoint_values: Mapping[str, int | bool] = field(default_factory=dict)
     """The checkpoint's own value of each derived control."""

@@ -113,6 +113,13 @@ async def _with_service(models: Registry | profile.Profiles, settings: Settings,
         engines.shutdown_all()
 
 
+def page_json(page) -> dict:
+    """One page's answer (``PageAnswer``) as the JSON the command line prints: its figures beside its words."""
+    fields = dataclasses.asdict(page)
+    return {**{k: v for k, v in fields.items() if k != "figures"},
+            **{k: fields["figures"][k] for k in ("tokens", "ttft_s", "tokens_per_s")}}
+
+
 def cmd_inspect(args: argparse.Namespace, settings: Settings) -> int:
     """Render one request with the engine and print the inspection."""
     from ..inspector import report_text, to_json
@@ -152,18 +159,20 @@ def cmd_chat(args: argparse.Namespace, settings: Settings) -> int:
         return None
 
     done = asyncio.run(_with_service(models, settings, run))
+    figures = done.figures
     if args.json:
-        pages = {"pages": [dataclasses.asdict(p) for p in done.pages], "total_s": done.total_s} if done.pages else {}
-        out.write(json.dumps({"model": request.model, "text": done.answer, "num_tokens": done.num_tokens,
-                              "ttft_s": done.ttft_s, "tokens_per_s": done.tokens_per_s,
-                              "finish_reason": done.finish_reason, "reasoning": done.reasoning,
-                              "reasoning_tokens": done.reasoning_tokens, **pages}) + "\n")
+        pages = {"pages": [page_json(p) for p in done.pages], "total_s": figures.total_s} if done.pages else {}
+        out.write(json.dumps({"model": request.model, "text": done.answer, "num_tokens": figures.tokens,
+                              "ttft_s": figures.ttft_s, "tokens_per_s": figures.tokens_per_s,
+                              "finish_reason": figures.finish_reason, "reasoning": done.reasoning,
+                              "reasoning_tokens": figures.reasoning_tokens, **pages}) + "\n")
     else:
         if done.pages:  # the pages' answers streamed together: each printed whole, in page order
             out.write(done.answer + f"\n\n[{len(done.pages)} pages, each on its own: the last done at "
-                      f"{done.total_s:.1f} s, {len(done.pages) / done.total_s:.2f} pages/s]")
-        reasoning = f" ({done.reasoning_tokens} reasoning)" if done.reasoning_tokens else ""
-        out.write(f"\n[{done.num_tokens} tokens{reasoning}, ttft {done.ttft_s:.3f} s, {done.tokens_per_s:.1f} tokens/s]\n")
+                      f"{figures.total_s:.1f} s, {len(done.pages) / figures.total_s:.2f} pages/s]")
+        reasoning = f" ({figures.reasoning_tokens} reasoning)" if figures.reasoning_tokens else ""
+        out.write(f"\n[{figures.tokens} tokens{reasoning}, ttft {figures.ttft_s:.3f} s, {figures.tokens_per_s:.1f} "
+                  "tokens/s]\n")
     out.flush()
     return 0
 
@@ -185,7 +194,7 @@ def cmd_audit(args: argparse.Namespace, settings: Settings) -> int:
     """Audit a server: its render of the request (or, with --sweep, of each control's extremes and one and two
     pictures) against vLLM's reference renderer of the checkpoint. Exit 0 equal, 1 differs, 2 could not check
     (a bad argument too: a deployment's CI tells "differs" from "not run")."""
-    from ..inspector.audit import EXIT_CODES, UNCHECKED
+    from ..inspector.verdict import EXIT_CODES, UNCHECKED
 
     try:
         results = _audit(args, settings)

@@ -323,7 +323,7 @@ class EngineManager:
 
     async def derived_profile(self, found: Profile) -> Profile:
         """``found`` with its controls known: for an entry and family that offer none, those derived from the
-        model's processor (``engine.controls``). A remote model's come from the checkpoint its server says it
+        model's processor (``engine.derive_controls``). A remote model's come from the checkpoint its server says it
         serves (``/v1/models`` ``root``): a directory here, or a Hub id whose config, tokenizer and processor files
         are fetched (no weights); where that cannot be had, none, and what the person types goes to the server as
         it is. Nothing is kept here: the caller keeps what it gets."""
@@ -337,7 +337,7 @@ class EngineManager:
             found = resolve(spec, remote.root)
         if found.controls_known:
             return found
-        from .controls import derive
+        from .derive_controls import derive
 
         try:
             reference = await asyncio.to_thread(self.reference_renderer, spec, remote.root, remote.max_model_len)

@@ -131,10 +131,10 @@ class Renderer:
 
     async def derived_profile(self, found: Profile) -> Profile:
         """``found`` (the model's profile) with its controls: for an entry that offers none, those derived from its
-        processor (``engine.controls``: checked by rendering)."""
+        processor (``engine.derive_controls``: checked by rendering)."""
         if found.controls_known:
             return found
-        from .controls import derive
+        from .derive_controls import derive
 
         derived = await derive(self)
         return found.with_derived(derived.controls, derived.values, derived.dicts, derived.scoped, derived.aliases)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from PIL import Image
 
-from .grounding import Grounding
+from .box_formats import Grounding
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class Adapter:
     groups are read from the ids); no ``image`` rule: the page says there is no geometry adapter."""
     grounding: Grounding | None = None
     """The format of the boxes and points in the family's answers ("where is X" in Detect mode, or a document
-    reader's layout cells: ``families.grounding``), or None."""
+    reader's layout cells: ``families.box_formats``), or None."""
     video_sampling: Literal["num_frames", "fps"] = "num_frames"
     """How vLLM's video loader for this family picks frames: ``num_frames`` spread evenly (``fps``, where
     given, caps them), or ``fps`` alone (vLLM 0.32's Qwen2-VL, Qwen2.5-VL and Qwen3-VL loaders port the HF

@@ -47,7 +47,7 @@ from typing import Any
 
 from PIL import Image
 
-from . import grounding
+from . import box_formats
 from .base import Adapter, ItemGeometry, KnownCount, Task
 from .internvl_tiling import chat_grids, closest_grid
 
@@ -173,6 +173,6 @@ ADAPTER = Adapter(
     tasks=TASKS,
     document_dpi=DOCUMENT_DPI,
     fixed_geometry=FIXED,
-    grounding=grounding.DEEPSEEK_OCR,
+    grounding=box_formats.DEEPSEEK_OCR,
     breaks=breaks,
 )

@@ -19,7 +19,7 @@ constants, not the request's kwargs (the upstream README offers this one mode an
 
 from __future__ import annotations
 
-from . import grounding
+from . import box_formats
 from .base import Adapter, KnownCount, Task
 from .deepseek_ocr import BASE_SIZE, DOCUMENT_DPI, count, from_count, geometry
 
@@ -69,6 +69,6 @@ ADAPTER = Adapter(
     tasks=TASKS,
     document_dpi=DOCUMENT_DPI,
     fixed_geometry=FIXED,
-    grounding=grounding.DEEPSEEK_OCR,
+    grounding=box_formats.DEEPSEEK_OCR,
     breaks=lambda grid: {"view separator": 1},  # 256 + 1 + 144 a tile: no newline tokens
 )

@@ -16,9 +16,9 @@ Its answers (a JSON list of layout cells with boxes in the pixels of the resized
 
 from __future__ import annotations
 
-from . import grounding
+from . import box_formats
 from .base import Adapter, KnownCount, Task
-from .qwen2_5_vl import SIZE_ALIASES, count_rule, geometry, pixel_controls
+from .qwen_grid import SIZE_ALIASES, count_rule, geometry, pixel_controls
 
 #: dots' own bounds on the resized area (``dots_ocr/utils/consts.py``; the checkpoint's preprocessor_config.json).
 MIN_PIXELS, MAX_PIXELS = 3136, 11289600
@@ -80,5 +80,5 @@ ADAPTER = Adapter(
                    {"max_pixels": 1003520}),
     )},
     tasks=TASKS, document_dpi=DPI,
-    grounding=grounding.DOTS_OCR,  # cells in pixels of the page as its processor resized it
+    grounding=box_formats.DOTS_OCR,  # cells in pixels of the page as its processor resized it
 )

@@ -35,7 +35,7 @@ from typing import Any
 from PIL import Image
 
 from .base import Adapter, Control, ItemGeometry, KnownCount, Task
-from .qwen2_5_vl import geometry
+from .qwen_grid import geometry
 
 PATCH, MERGE, TEMPORAL = 14, 2, 2
 FACTOR = PATCH * MERGE  # 28 px per token cell

@@ -16,7 +16,7 @@ from typing import Any
 
 from PIL import Image
 
-from . import grounding
+from . import box_formats
 from .base import Adapter, Control, ItemGeometry, KnownCount
 from .internvl_tiling import chat_grids, closest_grid
 
@@ -70,7 +70,7 @@ ADAPTER = Adapter(
     placeholders={"image": "<image>"}, markers={"image": ("<img>", "</img>")},
     controls=(Control("min_dynamic_patch", label="min_dynamic_patch (448 px tiles)", min=1, max=40, default=1),
               Control("max_dynamic_patch", label="max_dynamic_patch (448 px tiles)", min=1, max=40, sizes_cache=True, default=12)),
-    grounding=grounding.INTERNVL, geometry={"image": geometry, "video": video_geometry},
+    grounding=box_formats.INTERNVL, geometry={"image": geometry, "video": video_geometry},
     geometry_from_count={"image": geometry_from_count},
     known_counts={"image": (
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 "

@@ -20,7 +20,7 @@ from typing import Any
 
 from PIL import Image
 
-from . import grounding
+from . import box_formats
 from .base import Adapter, Control, ItemGeometry, KnownCount
 from .internvl_tiling import closest_grid, hf_grids
 
@@ -78,7 +78,7 @@ ADAPTER = Adapter(
     controls=(Control("min_patches", label="min_patches (448 px tiles)", min=1, max=MAX_PATCHES, default=1),
               Control("max_patches", label="max_patches (448 px tiles)", min=1, max=MAX_PATCHES, sizes_cache=True, default=12),
               Control("crop_to_patches", label="crop_to_patches (tiles + thumbnail)", kind="bool", sizes_cache=True, default=True)),
-    grounding=grounding.INTERNVL, geometry={"image": geometry, "video": video_geometry},
+    grounding=box_formats.INTERNVL, geometry={"image": geometry, "video": video_geometry},
     geometry_from_count={"image": geometry_from_count},
     known_counts={"image": (
         KnownCount((640, 480), 3328, "4:3 -> 4x3 tiles of 448 px + thumbnail = 13 x 256 (GotOcr2 tiling with "

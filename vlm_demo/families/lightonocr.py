@@ -32,7 +32,7 @@ from typing import Any
 
 from PIL import Image
 
-from . import grounding
+from . import box_formats
 from .base import Adapter, ItemGeometry, KnownCount, Task
 
 LONGEST_EDGE, PATCH, MERGE = 1540, 14, 2
@@ -77,5 +77,5 @@ ADAPTER = Adapter(
     )},
     tasks=(Task("Convert to Markdown", "", CARD),),
     document_dpi=200,
-    grounding=grounding.LIGHTONOCR_BBOX,  # (the bbox variants'; the others write no boxes)
+    grounding=box_formats.LIGHTONOCR_BBOX,  # (the bbox variants'; the others write no boxes)
 )

@@ -17,7 +17,7 @@ third-party OpenVINO port lists it beside resample 3, mean and std 0.5, patch 14
 from __future__ import annotations
 
 from .base import Adapter, KnownCount, Task
-from .qwen2_5_vl import count_rule, geometry, pixel_controls
+from .qwen_grid import count_rule, geometry, pixel_controls
 
 #: The checkpoint's preprocessor bounds on the resized area (transformers' own defaults differ: 384x384, 1536x1536).
 MIN_PIXELS, MAX_PIXELS = 147384, 2822400

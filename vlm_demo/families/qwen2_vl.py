@@ -6,9 +6,9 @@ The image is resized so each side is a multiple of 28 and its area lies in [min_
 
 from __future__ import annotations
 
-from . import grounding
-from .base import Adapter, Control, KnownCount
-from .qwen2_5_vl import SIZE_ALIASES, count_rule, geometry, pixel_controls, video_geometry
+from . import box_formats
+from .base import Adapter, KnownCount
+from .qwen_grid import SIZE_ALIASES, count_rule, geometry, pixel_controls, video_geometry, video_pixel_controls
 
 #: The checkpoint's preprocessor_config.json bounds on the resized area (images and video frames).
 MIN_PIXELS, MAX_PIXELS = 3136, 12845056
@@ -20,11 +20,8 @@ ADAPTER = Adapter(
     placeholders={"image": "<|vision_start|><|image_pad|><|vision_end|>"}, aliases=SIZE_ALIASES,
     controls=(*pixel_controls(FACTOR, MAX_PIXELS, (3136, MAX_PIXELS)),
               # per video frame only: the checkpoint's video processor takes preprocessor_config.json's bounds
-              Control("videos_kwargs.min_pixels", label="video frames: min_pixels (28x28 px per token)",
-                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=MIN_PIXELS),
-              Control("videos_kwargs.max_pixels", label="video frames: max_pixels (28x28 px per token)",
-                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=MAX_PIXELS, default=MAX_PIXELS)),
-    grounding=grounding.QWEN2_VL, geometry={"image": geometry, "video": video_geometry}, video_sampling="fps",
+              *video_pixel_controls(FACTOR, MAX_PIXELS, (MIN_PIXELS, MAX_PIXELS))),
+    grounding=box_formats.QWEN2_VL, geometry={"image": geometry, "video": video_geometry}, video_sampling="fps",
     geometry_from_count={"image": count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR)},
     known_counts={"image": (
         KnownCount((640, 480), 391, "smart_resize(480, 640, factor 28) = 476x644 -> 17x23 cells "

@@ -9,9 +9,9 @@ vLLM 0.32 takes ``min_pixels`` / ``max_pixels`` per request and folds them into 
 
 from __future__ import annotations
 
-from . import grounding
-from .base import Adapter, Control, KnownCount
-from .qwen2_5_vl import SIZE_ALIASES, count_rule, geometry, pixel_controls, video_geometry
+from . import box_formats
+from .base import Adapter, KnownCount
+from .qwen_grid import SIZE_ALIASES, count_rule, geometry, pixel_controls, video_geometry, video_pixel_controls
 
 #: The checkpoint's preprocessor_config.json bounds on the resized image area (``size``).
 MIN_PIXELS, MAX_PIXELS = 65536, 16777216
@@ -26,11 +26,8 @@ ADAPTER = Adapter(
     placeholders={"image": "<|vision_start|><|image_pad|><|vision_end|>"}, aliases=SIZE_ALIASES,
     controls=(*pixel_controls(FACTOR, MAX_PIXELS, (65536, MAX_PIXELS)),
               # per video frame only (video_preprocessor_config.json's own bounds)
-              Control("videos_kwargs.min_pixels", label="video frames: min_pixels (32x32 px per token)",
-                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=VIDEO_MAX_PIXELS, default=VIDEO_MIN_PIXELS),
-              Control("videos_kwargs.max_pixels", label="video frames: max_pixels (32x32 px per token)",
-                      step=FACTOR * FACTOR, min=FACTOR * FACTOR, max=VIDEO_MAX_PIXELS, default=VIDEO_MAX_PIXELS)),
-    grounding=grounding.QWEN3_VL, geometry={"image": geometry, "video": video_geometry}, video_sampling="fps",
+              *video_pixel_controls(FACTOR, VIDEO_MAX_PIXELS, (VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS))),
+    grounding=box_formats.QWEN3_VL, geometry={"image": geometry, "video": video_geometry}, video_sampling="fps",
     geometry_from_count={"image": count_rule(MIN_PIXELS, MAX_PIXELS, FACTOR)},
     known_counts={"image": (
         KnownCount((640, 480), 300, "smart_resize(480, 640, factor 32) = 480x640 -> 15x20 cells "

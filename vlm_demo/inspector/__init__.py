@@ -9,7 +9,7 @@ expands placeholders: every number comes from what vLLM produced.
 
 from .core import (Budget, Expansion, Inspection, feature_runs, inspect, prefill_work, report_text, run_length_text,
                    to_json)
-from .cost import DocumentCost, PageCost, cost_json, page_cost
+from .reading_cost import DocumentCost, PageCost, cost_json, page_cost
 from .pictures import GROUP_COLOURS, contact_sheet, draw_overlay
 from .prompt import PROMPT_CSS, UNIFORM_TILE_FAMILIES, prompt_html, tile_counts
 

@@ -1,6 +1,6 @@
 """Audit a serving deployment: does an OpenAI-compatible server render a request as vLLM's reference renderer
 renders it from the model's own files? One request (``audit``), or a sweep of the model's controls and of one
-and two pictures (``sweep``). The server's side is ``engine.audit``'s, the verdict ``inspector.audit``'s.
+and two pictures (``sweep``). The server's side is ``engine.server_prompt``'s, the verdict ``inspector.verdict``'s.
 
 The request carries the processor settings a person chose and no others, so the checkpoint's own settings are
 what the server is held to (a server started with other ``--mm-processor-kwargs`` then shows)."""
@@ -14,9 +14,9 @@ from typing import Any
 
 from .. import profile
 from ..engine import EngineManager, RemoteEngine, Renderer
-from ..engine.audit import server_prompt
+from ..engine.server_prompt import server_prompt
 from ..errors import InputError
-from ..inspector.audit import DIFFERS, Verdict, verdict
+from ..inspector.verdict import DIFFERS, Verdict, verdict
 from ..registry import ModelSpec, Registry
 from ..settings import Settings
 from .checks import check_request, sent_media_io

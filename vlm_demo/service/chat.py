@@ -25,7 +25,8 @@ from .audit import Auditor
 from .checks import check_mm_kwargs, check_request, sent_media_io
 from .detect import detect_sampling
 from .pages import each_page, page_requests
-from .requests import ChatRequest, Delta, Done, Event, Failed, Prefilling, Rendered, Waiting, to_openai_messages
+from .requests import (ChatRequest, Delta, Done, Event, Failed, Figures, Prefilling, Rendered, Waiting,
+                       to_openai_messages)
 
 log = logging.getLogger(__name__)
 
@@ -289,9 +290,9 @@ class ChatService:
                 cached = cached if delta.num_cached_tokens is None else delta.num_cached_tokens  # prefix cache
                 if delta.text or delta.reasoning:
                     now = time.perf_counter()
-                    yield Delta(delta.text, answer, reasoning, num_tokens=n, ttft_s=(t_first - t0) if t_first else 0.0,
-                                tokens_per_s=(n - 1) / (now - t_first) if n > 1 and now > t_first else 0.0,
-                                wait_s=waited)
+                    yield Delta(delta.text, answer, reasoning, Figures(
+                        n, (t_first - t0) if t_first else 0.0, (n - 1) / (now - t_first) if n > 1 and now > t_first
+                        else 0.0, wait_s=waited))
                 delta = await anext(stream, None)
         finally:
             if not first.done():
@@ -301,5 +302,5 @@ class ChatService:
             await stream.aclose()
         t_end = time.perf_counter()
         rate = (n - 1) / (t_end - t_first) if n > 1 and t_end > t_first else 0.0
-        yield Done(answer, n, (t_first or t_end) - t0, rate, finish, prompt_tokens=len(rendered.prompt_token_ids),
-                   cached_tokens=cached, reasoning=reasoning, reasoning_tokens=n_reasoning, wait_s=waited)
+        yield Done(answer, Figures(n, (t_first or t_end) - t0, rate, finish, len(rendered.prompt_token_ids), cached,
+                                   n_reasoning, waited), reasoning)

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from .. import profile
 from ..errors import InputError
-from ..families.grounding import Grounding
+from ..families.box_formats import Grounding
 from ..inspector import Inspection
 from ..registry import Sampling
 from .requests import ChatRequest

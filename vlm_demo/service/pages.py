@@ -14,7 +14,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..intake import Page
-from .requests import ChatRequest, Delta, Done, Event, Failed, PageFigures, Prefilling, Rendered, Turn, Waiting
+from .requests import (ChatRequest, Delta, Done, Event, Failed, Figures, PageAnswer, Prefilling, Rendered, Turn,
+                       Waiting)
 
 
 def page_requests(request: ChatRequest) -> list[tuple[Page, ChatRequest]]:
@@ -40,9 +41,8 @@ class _Part:
 
     page: Page
     answer: str = ""
-    tokens: int = 0
-    ttft_s: float = 0.0
-    tokens_per_s: float = 0.0
+    figures: Figures = Figures()
+    """Its figures so far (its stream's own)."""
     done_s: float | None = None
     """Seconds from the document's send to this page's last token, once done."""
     failed: str = ""
@@ -50,9 +50,8 @@ class _Part:
     vision: Any = None
     """The page's picture's expansion as its request rendered it."""
 
-    def figures(self) -> PageFigures:
-        return PageFigures(self.page.label, self.tokens, self.ttft_s, self.tokens_per_s, self.done_s, self.failed,
-                           self.vision, self.answer)
+    def shown(self) -> PageAnswer:
+        return PageAnswer(self.page.label, self.figures, self.done_s, self.failed, self.vision, self.answer)
 
 
 def _all_rendered(renders: dict[int, Rendered | None]) -> Rendered:
@@ -62,11 +61,11 @@ def _all_rendered(renders: dict[int, Rendered | None]) -> Rendered:
         r.inspection if r is not None else None for _, r in sorted(renders.items())))
 
 
-def composed(pages: Sequence[PageFigures], body: Callable[[str], str] | None = None) -> str:
+def composed(pages: Sequence[PageAnswer], body: Callable[[str], str] | None = None) -> str:
     """The document's answer as the chat shows it: each page's heading (its figures once done) and its answer, in
     page order; ``body``: how an answer shows (a reader's as the document it describes), else as it is."""
-    def text(p: PageFigures) -> str:
-        figures = (f" · {p.tokens} tokens, {p.tokens_per_s:.0f} tokens/s, done at {p.done_s:.1f} s"
+    def text(p: PageAnswer) -> str:
+        figures = (f" · {p.figures.tokens} tokens, {p.figures.tokens_per_s:.0f} tokens/s, done at {p.done_s:.1f} s"
                    if p.done_s is not None and not p.failed else "")
         shown = f"*[failed: {p.failed}]*" if p.failed else (body(p.answer) if body and p.answer else p.answer) or "…"
         return f"**{p.label}**{figures}\n\n{shown}"
@@ -79,7 +78,7 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
     inspection (``Rendered.pages``; each page's render is vLLM's, as its own request gets it), the first page's
     ``Waiting`` and ``Prefilling`` events after it, then ``Delta`` events whose ``answer`` is the document's so far
     (``composed``), then ``Done`` with the totals: tokens of all pages, tokens/s over the whole read, time to first token of the first page to
-    start, and per page its figures (``Done.pages``). A page that fails is said in its part; all failing is
+    start, and per page its figures (``Done.pages``: each a ``PageAnswer``). A page that fails is said in its part; all failing is
     ``Failed``."""
     split = page_requests(request)
     parts = [_Part(page) for page, _ in split]
@@ -126,26 +125,22 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
                     renders[i] = None
                     if len(renders) == len(parts) and any(renders.values()):
                         yield _all_rendered(renders)
-            elif isinstance(event, Delta):
-                if event.num_tokens and not first_token:
+            elif isinstance(event, Delta | Done):
+                if isinstance(event, Delta) and event.figures.tokens and not first_token:
                     first_token = time.perf_counter()
-                part.answer, part.tokens, part.ttft_s, part.tokens_per_s = (event.answer, event.num_tokens,
-                                                                           event.ttft_s, event.tokens_per_s)
-                waited = max(waited, event.wait_s)
-            elif isinstance(event, Done):
-                part.answer, part.tokens, part.ttft_s, part.tokens_per_s = (event.answer, event.num_tokens,
-                                                                           event.ttft_s, event.tokens_per_s)
-                part.done, part.done_s = event, time.perf_counter() - t0
-                waited = max(waited, event.wait_s)
+                part.answer, part.figures = event.answer, event.figures
+                if isinstance(event, Done):
+                    part.done, part.done_s = event, time.perf_counter() - t0
+                waited = max(waited, event.figures.wait_s)
             if len(renders) < len(parts):  # (the answer follows the one ``Rendered``)
                 continue
-            tokens = sum(p.tokens for p in parts)
+            tokens = sum(p.figures.tokens for p in parts)
             now = time.perf_counter()
             rate = (tokens - 1) / (now - first_token) if first_token and tokens > 1 and now > first_token else 0.0
-            figures = tuple(p.figures() for p in parts)
-            yield Delta("", composed(figures), num_tokens=tokens,
-                        ttft_s=min((p.ttft_s for p in parts if p.tokens), default=0.0), tokens_per_s=rate,
-                        wait_s=waited, pages=figures)
+            shown = tuple(p.shown() for p in parts)
+            yield Delta("", composed(shown), figures=Figures(
+                tokens, min((p.figures.ttft_s for p in parts if p.figures.tokens), default=0.0), rate, wait_s=waited),
+                pages=shown)
     finally:  # ended, or closed early (Stop): every page's request is closed, which aborts it in the engine
         for task in tasks:
             task.cancel()
@@ -155,15 +150,14 @@ async def each_page(request: ChatRequest, ask: Callable[[ChatRequest], AsyncIter
     if all(p.failed for p in parts):
         yield Failed(f"every page failed; {parts[0].page.label}: {parts[0].failed}")
         return
-    answered = [p for p in parts if p.done is not None]
+    answered = [p.done.figures for p in parts if p.done is not None]
     end = time.perf_counter()
-    tokens = sum(p.tokens for p in parts)
-    figures = tuple(p.figures() for p in parts)
-    yield dataclasses.replace(
-        Done(composed(figures), tokens, min((p.ttft_s for p in answered), default=0.0),
-             (tokens - 1) / (end - first_token) if first_token and tokens > 1 and end > first_token else 0.0,
-             "stop" if all(p.done and p.done.finish_reason == "stop" for p in answered) else
-             next((p.done.finish_reason for p in answered if p.done and p.done.finish_reason != "stop"), None),
-             prompt_tokens=sum(p.done.prompt_tokens for p in answered if p.done),
-             cached_tokens=sum(p.done.cached_tokens for p in answered if p.done), wait_s=waited),
-        pages=figures, total_s=end - t0)
+    tokens = sum(p.figures.tokens for p in parts)
+    shown = tuple(p.shown() for p in parts)
+    finish = ("stop" if all(f.finish_reason == "stop" for f in answered) else
+              next((f.finish_reason for f in answered if f.finish_reason != "stop"), None))
+    yield Done(composed(shown), Figures(
+        tokens, min((f.ttft_s for f in answered), default=0.0),
+        (tokens - 1) / (end - first_token) if first_token and tokens > 1 and end > first_token else 0.0, finish,
+        sum(f.prompt_tokens for f in answered), sum(f.cached_tokens for f in answered),
+        sum(f.reasoning_tokens for f in answered), waited, len(parts), end - t0), pages=shown)

@@ -104,6 +104,33 @@ class Prefilling:
 
 
 @dataclass(frozen=True)
+class Figures:
+    """An answer's figures, as far as it went: the one record every event, page and shown answer carries."""
+
+    tokens: int = 0
+    """Tokens generated (reasoning included)."""
+    ttft_s: float = 0.0
+    """Seconds from the request reaching the engine (rendering included) to the first token; for a request that
+    waited for its engine to start, from the engine being ready (the render came before, during the wait)."""
+    tokens_per_s: float = 0.0
+    """Generated tokens per second after the first one (0 for a single token)."""
+    finish_reason: str | None = None
+    """Why generation ended ("stop", "length"); None while it streams."""
+    prompt_tokens: int = 0
+    """Prompt tokens the engine ran on (once done)."""
+    cached_tokens: int = 0
+    """Prompt tokens served from vLLM's prefix cache (whole KV-cache blocks; 0 where the engine does not say)."""
+    reasoning_tokens: int = 0
+    """How many of ``tokens`` are reasoning: the generated tokens up to and including the end marker."""
+    wait_s: float = 0.0
+    """Seconds the request waited for the model's engine to start (0 when it was running)."""
+    pages: int = 0
+    """A document read page by page: how many pages (0 otherwise)."""
+    total_s: float = 0.0
+    """A document read page by page: seconds from the send to the last page's last token."""
+
+
+@dataclass(frozen=True)
 class Delta:
     """New answer (or reasoning) text."""
 
@@ -113,31 +140,21 @@ class Delta:
     """The answer so far."""
     reasoning: str = ""
     """The reasoning so far (a model entry with a ``reasoning_parser``); ``answer`` holds only what follows it."""
-    num_tokens: int = 0
-    """Tokens generated so far (reasoning included)."""
-    ttft_s: float = 0.0
-    """Seconds to this answer's first token (as ``Done.ttft_s``)."""
-    tokens_per_s: float = 0.0
-    """Generated tokens per second after the first one, so far."""
-    wait_s: float = 0.0
-    """Seconds the request waited for the model's engine to start (as ``Done.wait_s``)."""
-    pages: tuple[PageFigures, ...] = ()
+    figures: Figures = Figures()
+    """The answer's figures so far."""
+    pages: tuple[PageAnswer, ...] = ()
     """A document read page by page: each page's answer and figures so far, in page order (empty otherwise)."""
 
 
 @dataclass(frozen=True)
-class PageFigures:
+class PageAnswer:
     """One page's answer and figures in a document read page by page."""
 
     label: str
     """"page 3 of report.pdf"."""
-    tokens: int
-    """Tokens generated for it."""
-    ttft_s: float
-    """Seconds from its request reaching the engine to its first token."""
-    tokens_per_s: float
-    """Its tokens per second after the first."""
-    done_s: float | None
+    figures: Figures = Figures()
+    """Its figures (its first token from its request reaching the engine)."""
+    done_s: float | None = None
     """Seconds from the document's send to its last token (None while it streams)."""
     failed: str = ""
     """Why it failed ("": it did not)."""
@@ -154,31 +171,13 @@ class Done:
 
     answer: str
     """The whole answer."""
-    num_tokens: int
-    """Tokens generated."""
-    ttft_s: float
-    """Seconds from the request reaching the engine (rendering included) to the first token; for a request that
-    waited for its engine to start, from the engine being ready (the render came before, during the wait)."""
-    tokens_per_s: float
-    """Generated tokens per second after the first one (0 for a single token)."""
-    finish_reason: str | None
-    """Why generation ended ("stop", "length")."""
-    prompt_tokens: int = 0
-    """Prompt tokens the engine ran on."""
-    cached_tokens: int = 0
-    """Prompt tokens served from vLLM's prefix cache (whole KV-cache blocks; 0 where the engine does not
-    say)."""
+    figures: Figures
+    """Its figures."""
     reasoning: str = ""
     """The whole reasoning, split off by the entry's ``reasoning_parser`` ("" without one); the next turn's
     prompt keeps only ``answer``, as the thinking models' chat templates do with earlier turns."""
-    reasoning_tokens: int = 0
-    """How many of ``num_tokens`` are reasoning: the generated tokens up to and including the end marker."""
-    wait_s: float = 0.0
-    """Seconds the request waited for the model's engine to start (0 when it was running)."""
-    pages: tuple[PageFigures, ...] = ()
-    """A document read page by page: each page's figures, in page order (empty otherwise)."""
-    total_s: float = 0.0
-    """A document read page by page: seconds from the send to the last page's last token."""
+    pages: tuple[PageAnswer, ...] = ()
+    """A document read page by page: each page's answer and figures, in page order (empty otherwise)."""
 
 
 @dataclass(frozen=True)

@@ -9,20 +9,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import profile
-from ..conversation import Stats
 from ..inspector import Expansion
-from ..inspector.cost import DocumentCost, page_cost
-from ..service import ChatRequest, Done, PageFigures, composed
+from ..inspector.reading_cost import DocumentCost, page_cost
+from ..service import ChatRequest, Done, Figures, PageAnswer, composed
 
 
-def stats_data(stats: Stats | None, status: str, marks: dict[str, float] | None = None) -> dict[str, Any]:
+def stats_data(stats: Figures | None, status: str, marks: dict[str, float] | None = None) -> dict[str, Any]:
     """The answer's figures as data (the ``stats_data`` output), with where the answer stands, and when done
     the ``marks``: wall-clock times (``time.time()``) at which the handler started, had read the message, got
     the render, had the panels, and yielded the first answer text (the benchmark's first-token steps)."""
     return {"status": status, **(dataclasses.asdict(stats) if stats else {}), **({"marks": marks} if marks else {})}
 
 
-def stats_text(stats: Stats, stopped: bool = False) -> str:
+def stats_text(stats: Figures, stopped: bool = False) -> str:
     """The stats line under the chat: the wait the person had for the first token (where the question waited for
     its engine's start, split into that start and the prefill after it), then the answer's figures; for a stopped
     answer, how far it went."""
@@ -47,21 +46,18 @@ def stats_text(stats: Stats, stopped: bool = False) -> str:
     return line
 
 
-def generating_text(stats: Stats) -> str:
+def generating_text(stats: Figures) -> str:
     """The stats line while an answer streams: its tokens so far and their rate (at each streamed update)."""
     rate = f" · {stats.tokens_per_s:.1f} tokens/s" if stats.tokens_per_s else ""
     return f"generating… **{stats.tokens}** tokens{rate}"
 
 
-def stats_of(done: Done) -> Stats:
+def stats_of(done: Done) -> Figures:
     """The figures of a finished answer."""
-    return Stats(tokens=done.num_tokens, ttft_s=done.ttft_s, tokens_per_s=done.tokens_per_s,
-                 finish_reason=done.finish_reason, prompt_tokens=done.prompt_tokens, cached_tokens=done.cached_tokens,
-                 reasoning_tokens=done.reasoning_tokens, wait_s=done.wait_s, pages=len(done.pages),
-                 total_s=done.total_s)
+    return done.figures
 
 
-def document_view(model: Any, request: ChatRequest) -> Callable[[str, Sequence[PageFigures]], str]:
+def document_view(model: Any, request: ChatRequest) -> Callable[[str, Sequence[PageAnswer]], str]:
     """How the chat shows the answers of ``model`` (its profile, or its entry) to ``request``, as a function of the
     answer and its pages' parts (a document read page by page): a reader's as the document it describes (its box
     format's ``document``; page by page, each page's part under its heading), else "" (the answer as it is)."""

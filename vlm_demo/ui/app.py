@@ -9,7 +9,8 @@ import gradio as gr
 
 from ..service import ChatService
 from ..settings import Settings
-from .contract import API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, INSPECT_OUTPUTS, RENDER_OUTPUTS, endpoint_inputs
+from .contract import (API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, EXPORT_OUTPUTS, INSPECT_OUTPUTS, RENDER_OUTPUTS,
+                       endpoint_inputs)
 from .handlers import Handlers
 from .layout import ASSETS, CSS, HEAD, Page, layout
 from .server import tuned, without_matplotlib_lookups
@@ -37,6 +38,11 @@ def wire(page: Page, on: Handlers) -> None:
     page.rendered.change(on.panels, page.rendered, page.out(RENDER_OUTPUTS), api_name="panels",
                          concurrency_limit=None, show_progress_on=[page.prompt])  # never behind the answers
     page.rendered.change(message_box, page.rendered, [page.message, page.urls], api_name=False, queue=False)
+    # Export is built for a question only where it is open (every picture a PNG data URL: megabytes a question
+    # otherwise encoded, post-processed and sent for a closed panel): as it opens, then with each answer's panels
+    page.export.expand(on.export, None, page.out(EXPORT_OUTPUTS), api_name="export", concurrency_limit=None,
+                       show_progress_on=[page.export_curl])  # (the light box: see inspecting below)
+    page.export.collapse(on.export_closed, None, None, api_name=False, queue=False)
     # Stop ends the answer's stream, which shows the answer as stopped itself (Gradio's cancellation of the event
     # would leave its outputs marked "Error" on the page)
     page.stop_btn.click(on.stop, None, page.stop_btn, api_name="stop", queue=False)

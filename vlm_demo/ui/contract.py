@@ -19,7 +19,8 @@ while the answer streams. Gradio's cost per streamed update grows with its outpu
 its files checked, in a worker thread), and an output left out of an update costs more still (a property
 update rebuilds its configuration), so the panels of the same render have their own event (``/panels``)."""
 RENDER_OUTPUTS = (*PANEL_OUTPUTS, "export_json", "export_curl", "export_py")
-"""What ``/panels`` returns: the panels and Export of the render the session's last answer was generated from."""
+"""What ``/panels`` returns: the panels of the render the session's last answer was generated from, and its Export
+where the session has Export open (else Export's boxes empty: ``/export`` builds it)."""
 INSPECT_OUTPUTS = (*PANEL_OUTPUTS, "stats", "message_note")
 """What ``/inspect`` returns, in this order (``message_note``: why the message could not be sent as it stands, "" where
 it can)."""
@@ -27,7 +28,8 @@ COMPARE_OUTPUTS = ("compare_a", "compare_a_gallery", "compare_b", "compare_b_gal
 """What ``/compare`` returns, in this order."""
 EXPORT_OUTPUTS = ("export_json", "export_curl", "export_py")
 """Export's three boxes."""
-API_OUTPUTS = {"chat": CHAT_OUTPUTS, "retry": CHAT_OUTPUTS, "panels": RENDER_OUTPUTS, "inspect": INSPECT_OUTPUTS,
+API_OUTPUTS = {"chat": CHAT_OUTPUTS, "retry": CHAT_OUTPUTS, "panels": RENDER_OUTPUTS, "export": EXPORT_OUTPUTS,
+               "inspect": INSPECT_OUTPUTS,
                "compare": COMPARE_OUTPUTS, "undo": ("chat", "stats", "boxes", *EXPORT_OUTPUTS),
                "clear": ("chat", *PANEL_OUTPUTS, "stats", "boxes", *EXPORT_OUTPUTS)}
 """Each API endpoint's outputs by name."""

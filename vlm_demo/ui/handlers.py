@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,17 +16,21 @@ import gradio as gr
 
 from ..conversation import Conversation, Exchange, chat_messages
 from ..errors import VlmDemoError
-from ..inspector.audit import UNCHECKED, Verdict
+from ..inspector.verdict import UNCHECKED, Verdict
 from ..service import ChatRequest, ChatService, Turn, detect_request
 from ..service.audit import Auditor
+from ..settings import PAGE_RENDERS_KEPT
 from .chat_request import read_message
-from .contract import RENDER_OUTPUTS
+from .contract import EXPORT_OUTPUTS, PANEL_OUTPUTS
 from .controls import Controls, refuse
 from .layout import Page
-from .panels import audit_html, rendered_view
+from .panels import audit_html, export_view, rendered_view
 from .picker import Picker
 from .renders import Renders, _conversation, _session, opened
-from .stream import STOP_OFF, Answers
+from .stream import STOP_OFF, Answers, Render
+
+NO_EXPORT = dict.fromkeys(EXPORT_OUTPUTS, "")
+"""Export's boxes empty (nothing sent yet, or Export closed)."""
 
 
 class Handlers:
@@ -46,6 +51,8 @@ class Handlers:
         """The model picker's events."""
         self._auditors: dict[str, Auditor] = {}
         """Each endpoint model's audits (its reference renderer, built at the first)."""
+        self._export_open: OrderedDict[str, None] = OrderedDict()
+        """The sessions whose Export is open (their answers' panels come with it), the most recent last."""
 
     def request(self, model: str, turns: Sequence[Turn], system: str, sampling: Sequence[Any],
                 controls: Mapping[str, Any], control_set: Controls | None = None) -> ChatRequest:
@@ -55,20 +62,43 @@ class Handlers:
     # -- events
 
     async def panels(self, request: gr.Request, rendered: Any) -> dict[Any, Any]:
-        """The panels and Export of the render the session's last answer was generated from (the ``/panels``
-        API; on the page, shown as soon as that answer's render is there)."""
-        render = self.answers.render(_session(request))
+        """The panels of the render the session's last answer was generated from (the ``/panels`` API; on the page,
+        shown as soon as that answer's render is there), with its Export where the session has Export open (else
+        Export's boxes empty: ``/export`` builds it)."""
+        session = _session(request)
+        render = self.answers.render(session)
         if render is None:
-            return self.page.values(prompt="", runs="", table=[], gallery=[], budget="", export_json="",
-                                    export_curl="", export_py="")
+            return self.page.values(prompt="", runs="", table=[], gallery=[], budget="", **NO_EXPORT)
         if render.view is None:  # drawn once, in a worker thread
             view = await asyncio.to_thread(rendered_view, self.service, render.request, render.inspection,
                                            render.pages)
             if self.registry.get(render.request.model).remote:  # the server's render held to the reference's
                 view["prompt"] = audit_html(await self.audit(render.request)) + view["prompt"]
             render.view = view
-        return self.page.values(**{name: render.view[name] for name in RENDER_OUTPUTS} | {
+        exported = await self._export(render) if session in self._export_open else NO_EXPORT
+        return self.page.values(**{name: render.view[name] for name in PANEL_OUTPUTS} | exported | {
             "gallery": opened(render.view["gallery"])})
+
+    async def export(self, request: gr.Request) -> dict[Any, Any]:
+        """Export of the render the session's last answer was generated from (the ``/export`` API; on the page, as
+        Export opens, and with each answer's panels while it stays open): built once a render, the pictures
+        encoded as PNG data URLs; empty before an answer."""
+        session = _session(request)
+        self._export_open[session] = None
+        self._export_open.move_to_end(session)
+        while len(self._export_open) > PAGE_RENDERS_KEPT:
+            self._export_open.popitem(last=False)
+        render = self.answers.render(session)
+        return self.page.values(**(await self._export(render) if render is not None else NO_EXPORT))
+
+    def export_closed(self, request: gr.Request) -> None:
+        """Export closed on the page: the session's answers no longer build it."""
+        self._export_open.pop(_session(request), None)
+
+    async def _export(self, render: Render) -> dict[str, str]:
+        if render.export is None:  # built once, in a worker thread
+            render.export = await asyncio.to_thread(export_view, self.service, render.request)
+        return render.export
 
     async def audit(self, request: ChatRequest) -> Verdict:
         """An endpoint model's answer's request audited (``service.audit``) as the page sent it; a failure to
@@ -147,14 +177,14 @@ class Handlers:
         replayed its request, empties (the page then shows vLLM's render of what is left: ``follow``)."""
         self._outdate(_session(request))
         conversation = _conversation(conversation).undo()
-        return self.page.values(chat=chat_messages(conversation), stats="", boxes=[], export_json="", export_curl="",
-                                export_py="") | {self.page.conversation: conversation}
+        return self.page.values(chat=chat_messages(conversation), stats="", boxes=[], **NO_EXPORT) | {
+            self.page.conversation: conversation}
 
     def clear(self, request: gr.Request) -> dict[Any, Any]:
         """Start a new conversation (the ``/clear`` API)."""
         self._outdate(_session(request))
         return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[],
-                                export_json="", export_curl="", export_py="") | {self.page.conversation: Conversation()}
+                                **NO_EXPORT) | {self.page.conversation: Conversation()}
 
     def _outdate(self, session: str) -> None:
         """The conversation changed under the panels (Undo, Clear): the session's answer render is forgotten, and a

@@ -157,6 +157,8 @@ class Page:
     """Undo."""
     clear_btn: Any
     """Clear."""
+    export: Any
+    """Export's panel (closed at first: its boxes are built as it opens)."""
     export_json: Any
     """Export: the request as OpenAI chat-completions JSON."""
     export_curl: Any
@@ -224,7 +226,8 @@ def layout(service: ChatService, default_model: str) -> Page:
         with gr.Column(scale=2, min_width=320, elem_id="chat-panel"):
             parts |= _chat_panel(service)
     _examples(parts["message"])
-    with gr.Accordion("Export: replay this request against vllm serve", open=False, elem_id="export"):
+    with gr.Accordion("Export: replay this request against vllm serve", open=False, elem_id="export") as export:
+        parts["export"] = export
         parts["export_curl"] = gr.Code(label="vllm serve + curl", language="shell", elem_id="export-curl")
         parts["export_json"] = gr.Code(label="request.json (OpenAI chat completions)", language="json",
                                        elem_id="export-json")

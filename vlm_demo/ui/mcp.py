@@ -5,7 +5,7 @@ Served over MCP's streamable HTTP at ``MCP_PATH`` of the page's own server (the 
 Gradio's own MCP server (``launch(mcp_server=True)``) is not used: Gradio 6.31's needs ``mcp<2`` (its 1.x API),
 and vLLM 0.32 requires ``mcp>=2``; this is the ``mcp`` 2.x package's own server, mounted on Gradio's FastAPI app
 with its session manager run in the app's lifespan. Its tools answer as the page's ``/document_cost`` does (the
-same function, ``service.costs``); a bad input is a tool error of one line, never a traceback.
+same function, ``service.document_cost``); a bad input is a tool error of one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pydantic import Field
 
 from ..errors import VlmDemoError
 from ..service import ChatService
-from ..service.costs import DEFAULT_QUESTION, document_cost
+from ..service.document_cost import DEFAULT_QUESTION, document_cost
 
 MCP_PATH = "/gradio_api/mcp"
 """Where the tools are served (streamable HTTP), on the page's host and port."""

@@ -15,13 +15,13 @@ from typing import Any
 from PIL import Image
 
 from .. import profile
-from ..families.grounding import Grounding
+from ..families.box_formats import Grounding
 from ..grounding import draw as draw_boxes
 from ..grounding import place
 from ..grounding import rows as box_rows
 from ..inspector import Expansion, Inspection, draw_overlay
 from ..intake import Page, Recent, image_digest, picture
-from ..service import ChatRequest, PageFigures, page_requests
+from ..service import ChatRequest, PageAnswer, page_requests
 from ..settings import ENCODED_IMAGES_KEPT, OVERLAY_JPEG_QUALITY
 
 
@@ -90,7 +90,7 @@ class Boxes:
             return None
         return cls(grounding, images[-1], expansions[-1])
 
-    def update(self, answer: str, pages: Sequence[PageFigures] = ()) -> tuple[tuple[str, ...], list[list[Any]]]:
+    def update(self, answer: str, pages: Sequence[PageAnswer] = ()) -> tuple[tuple[str, ...], list[list[Any]]]:
         """The picture (a file; none without items) and the table rows for the answer so far."""
         placed = place(self.grounding.parse(answer), self.grounding, self.image.size, self.expansion.processed_size)
         if placed != self.drawn[0]:
@@ -111,7 +111,7 @@ class PageBoxes:
     boxes: dict[int, Boxes] = dataclasses.field(default_factory=dict)
     """Each page's boxes, once its render is known."""
 
-    def update(self, answer: str, pages: Sequence[PageFigures] = ()) -> tuple[tuple[str, ...], list[list[Any]]]:
+    def update(self, answer: str, pages: Sequence[PageAnswer] = ()) -> tuple[tuple[str, ...], list[list[Any]]]:
         """The pictures of the pages with boxes so far, in page order, and the table rows of all pages."""
         figures: list[str] = []
         rows: list[list[Any]] = []

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..export import chat_completions_body, curl_command, pages_snippet, python_snippet, serve_command
 from ..inspector import Expansion, Inspection, contact_sheet, prompt_html, run_length_text
-from ..inspector.audit import Verdict
+from ..inspector.verdict import Verdict
 from ..intake import Page, page_ranges, picture
 from ..service import ChatRequest, ChatService, page_requests
 from .overlays import OVERLAYS, image_file, overlay_file
@@ -184,25 +184,31 @@ def pages_view(service: ChatService, rendered: list[tuple[ChatRequest, Inspectio
 
 def rendered_view(service: ChatService, request: ChatRequest, inspection: Inspection,
                   pages: Sequence[Inspection | None] = ()) -> dict[str, Any]:
-    """The panels and Export of a rendered request, by output name (drawing and encoding pictures: run it in a
-    worker thread); ``pages``: a document read page by page, every page's request's inspection (the panels show each
-    page's request, row and picture, as before it was sent)."""
+    """The panels of a rendered request, by output name (drawing pictures: run it in a worker thread); ``pages``: a
+    document read page by page, every page's request's inspection (the panels show each page's request, row and
+    picture, as before it was sent)."""
+    if request.each_page:
+        split = [one for _, one in page_requests(request)]
+        rendered = [(one, found) for one, found in zip(split, pages, strict=False) if found is not None]
+        return pages_view(service, rendered) if rendered else panels(service, inspection, split[0])
+    return panels(service, inspection, request)
+
+
+def export_view(service: ChatService, request: ChatRequest) -> dict[str, str]:
+    """Export of a rendered request, by output name: the body ``vllm serve`` takes (every picture as a PNG data URL:
+    megabytes, encoded here, so built only when Export is opened or asked for), the command that serves the model
+    with curl, and a Python snippet; a document read page by page: one body per page."""
     found = service.profile(request.model)
     spec = found.spec
     serve = serve_command(found, service.model_path(spec.name) if spec.tiny else None)
     if request.each_page:  # one body per page
-        split = [one for _, one in page_requests(request)]
-        bodies = [chat_completions_body(one, found) for one in split]
-        rendered = [(one, found) for one, found in zip(split, pages, strict=False) if found is not None]
-        view = pages_view(service, rendered) if rendered else panels(service, inspection, split[0])
-        return {**view, "export_json": json.dumps(bodies, indent=1),
+        bodies = [chat_completions_body(one, found) for _, one in page_requests(request)]
+        return {"export_json": json.dumps(bodies, indent=1),
                 "export_curl": serve + "\n\n# each page is its own request: request.json holds one body per page; "
                 "send them together with the Python snippet",
                 "export_py": pages_snippet(bodies, spec, replay_command(request))}
     body = chat_completions_body(request, found)
-    return {**panels(service, inspection, request),
-            "export_json": json.dumps(body, indent=1),
-            "export_curl": serve + "\n\n" + curl_command(spec),
+    return {"export_json": json.dumps(body, indent=1), "export_curl": serve + "\n\n" + curl_command(spec),
             "export_py": python_snippet(body, spec)}
 
 

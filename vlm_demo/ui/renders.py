@@ -17,7 +17,7 @@ from ..conversation import Conversation
 from ..errors import InputError, VlmDemoError
 from ..intake import DocumentOptions
 from ..service import ChatRequest, ChatService, Turn, page_requests
-from ..service.costs import DEFAULT_QUESTION, document_cost
+from ..service.document_cost import DEFAULT_QUESTION, document_cost
 from ..settings import ATTACHMENTS_CHECKED, PAGE_RENDERS_KEPT
 from .chat_request import chat_request, read_message
 from .contract import task_prompt

@@ -15,9 +15,10 @@ from typing import Any
 
 import gradio as gr
 
-from ..conversation import Conversation, Exchange, Stats, chat_messages
+from ..conversation import Conversation, Exchange, chat_messages
 from ..inspector import Inspection
-from ..service import ChatRequest, ChatService, Delta, Done, Failed, PageFigures, Prefilling, Rendered, Waiting
+from ..service import (ChatRequest, ChatService, Delta, Done, Failed, Figures, PageAnswer, Prefilling, Rendered,
+                       Waiting)
 from ..settings import PAGE_RENDERS_KEPT
 from .answer import document_view, generating_text, reading_text, stats_data, stats_of, stats_text
 from .controls import refuse
@@ -34,7 +35,7 @@ def streaming_values(stats: dict[str, Any]) -> dict[str, Any]:
     return {"stats": "generating…", "stats_data": stats, "boxes": [], "stop_btn": STOP_ON}
 
 
-def text_update(page: Page, shown: dict[str, Any], conversation: Conversation, stats: Stats) -> dict[Any, Any]:
+def text_update(page: Page, shown: dict[str, Any], conversation: Conversation, stats: Figures) -> dict[Any, Any]:
     """One streamed update of the answer's text: the chat with ``shown``'s values and the stats line counting the
     tokens so far. Stop goes as its value alone (it stays as the answer's first update set it: a property update
     builds a new Button, half of Gradio's work on the update), and the conversation state is left out (setting a
@@ -44,7 +45,7 @@ def text_update(page: Page, shown: dict[str, Any], conversation: Conversation, s
 
 
 async def _with_boxes(boxes: Boxes | PageBoxes | None, conversation: Conversation, shown: dict[str, Any],
-                      pages: Sequence[PageFigures] = ()) -> tuple[Conversation, dict[str, Any]]:
+                      pages: Sequence[PageAnswer] = ()) -> tuple[Conversation, dict[str, Any]]:
     """The conversation and panel values with the answer's boxes (drawn in a worker thread); ``pages``: a document
     read page by page, its pages' parts."""
     if boxes is None or not conversation.exchanges:
@@ -64,7 +65,9 @@ class Render:
     pages: tuple[Inspection | None, ...] = ()
     """A document read page by page: every page's request's render, in page order (None: refused before it)."""
     view: dict[str, Any] | None = None
-    """Its panels and Export by output name (``views.rendered_view``), once drawn (the ``/panels`` event)."""
+    """Its panels by output name (``panels.rendered_view``), once drawn (the ``/panels`` event)."""
+    export: dict[str, str] | None = None
+    """Its Export by output name (``panels.export_view``), once built (Export opened, or ``/export`` asked)."""
 
 
 @dataclasses.dataclass
@@ -75,7 +78,7 @@ class _Live:
     """The conversation as last shown."""
     stopped: bool = False
     """Set by Stop: the stream ends (closing it aborts the engine request) and shows the answer as stopped."""
-    stats: Stats = dataclasses.field(default_factory=Stats)
+    stats: Figures = dataclasses.field(default_factory=Figures)
     """The answer's figures so far (what a Stop shows)."""
     tokens_flowing: bool = False
     """Whether answer text has begun to come (then events come often, and each one checks ``stopped``)."""
@@ -238,7 +241,7 @@ class Answers:
                     yield page.values(**shown, chat=chat_messages(conversation)) | {  # the box cleared, the panels
                         page.conversation: live.shown(conversation), page.rendered: (rendered, box is not None)}
                 elif isinstance(event, Waiting | Prefilling):
-                    live.stats = Stats(wait_s=event.waited_s)
+                    live.stats = Figures(wait_s=event.waited_s)
                     said = waiting_text(event) if isinstance(event, Waiting) else prefill_text(event)
                     yield page.values(**shown | {"stats": said, "stats_data": stats_data(
                         live.stats, "waiting" if isinstance(event, Waiting) else "prefill"),
@@ -246,8 +249,7 @@ class Answers:
                 elif isinstance(event, Delta):
                     conversation = conversation.with_last(answer=event.answer, reasoning=event.reasoning,
                                                           document=as_document(event.answer, event.pages))
-                    live.stats = Stats(tokens=event.num_tokens, ttft_s=event.ttft_s, tokens_per_s=event.tokens_per_s,
-                                       wait_s=event.wait_s)
+                    live.stats = event.figures
                     now = time.perf_counter()
                     if now - last >= self.settings.ui_update_interval_s:
                         last = now
@@ -260,8 +262,8 @@ class Answers:
                                                           reasoning=event.reasoning,
                                                           document=as_document(event.answer, event.pages))
                     conversation, shown = await _with_boxes(boxes, conversation, shown, event.pages)
-                    read = ([(f.vision, f.tokens) for f in event.pages] if event.pages else
-                            [(e, event.num_tokens) for e in seen])
+                    read = ([(p.vision, p.figures.tokens) for p in event.pages] if event.pages else
+                            [(e, event.figures.tokens) for e in seen])
                     reading = reading_text(found.adapter, read)
                     yield page.values(**shown | {"chat": chat_messages(conversation),
                                                  "stats": stats_text(stats) + (f" · {reading}" if reading else ""),

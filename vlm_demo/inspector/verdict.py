@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..engine.audit import ServerPrompt
+from ..engine.server_prompt import ServerPrompt
 from ..engine.types import RenderedPrompt
 
 EQUAL, DIFFERS, UNCHECKED = "equal", "differs", "could not check"
@@ -43,7 +43,7 @@ class Verdict:
     status: str
     """``EQUAL``, ``DIFFERS`` or ``UNCHECKED``."""
     how: str
-    """How the server's side was read (``engine.audit``: render endpoint, returned ids, usage counts)."""
+    """How the server's side was read (``engine.server_prompt``: render endpoint, returned ids, usage counts)."""
     causes: tuple[str, ...] = ()
     """The likely causes, one line each (or why the audit could not check)."""
     first_difference: int | None = None
