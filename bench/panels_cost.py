@@ -111,6 +111,7 @@ def main() -> None:
     rows = asyncio.run(run(args.questions))
     print(table(rows))
     if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
         written, m = args.out / "benchmark.md", machine()
         section = (f"{PANELS_HEADING}\n\n`python -m bench.panels_cost --questions {args.questions}`, "
                    f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Machine: **{m['cpu']}, {m['cores']} cores**, "

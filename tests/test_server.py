@@ -66,3 +66,58 @@ async def _started_after(url: str, text: str) -> float:
                 if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_starts":
                     return time.perf_counter() - t0
     raise AssertionError("no process_starts message")
+
+
+async def test_an_updates_files_are_moved_once(tmp_path):
+    """``files_moved_once``: an output's files are moved into their component's cache once, not at every streamed
+    update (Gradio 6.31 checked and copied each file of the chat twice an update: ``bench/update_cost.py``, at the
+    fifth question 4.6 ms an update against 2.0 at the first); what is sent is what Gradio's own move gives, inputs go
+    as Gradio has them, and a file gone from the cache is moved again."""
+    import os
+
+    from gradio import processing_utils
+    from PIL import Image
+
+    from vlm_demo.ui.server import FilesMovedOnce, files_moved_once
+
+    gradios = processing_utils.async_move_files_to_cache
+    paths = []
+    for i in range(3):
+        paths.append(str(tmp_path / f"picture-{i}.png"))
+        Image.new("RGB", (32, 24), (40 * i, 90, 200)).save(paths[-1])
+    with gr.Blocks():
+        chat = gr.Chatbot()
+    value = chat.postprocess([{"role": "user", "content": [{"path": p} for p in paths]},
+                              {"role": "assistant", "content": "three pictures"}])
+    moves = []
+
+    async def counted(*args, **kwargs):
+        moves.append(args[0])
+        return await gradios(*args, **kwargs)
+    once = FilesMovedOnce(counted)
+    expected = await gradios(value, chat, postprocess=True)
+    first, second = [await once(value, chat, postprocess=True) for _ in range(2)]
+    assert first == second == expected and len(moves) == 3  # each file once, the update as Gradio makes it
+    moved = _file_paths(expected)[0]
+    assert len(_file_paths(expected)) == 3 and os.path.exists(moved) and moved not in paths  # (in the cache)
+    os.remove(moved)
+    again = await once(value, chat, postprocess=True)
+    assert again == expected and len(moves) == 4 and os.path.exists(moved)  # gone from the cache: moved again
+    await once(value, chat)  # an input: as Gradio has it
+    assert len(moves) == 5
+    files_moved_once()
+    files_moved_once()  # (idempotent: one wrapper)
+    try:
+        assert isinstance(processing_utils.async_move_files_to_cache, FilesMovedOnce)
+        assert processing_utils.async_move_files_to_cache.move is gradios
+    finally:
+        processing_utils.async_move_files_to_cache = gradios
+
+
+def _file_paths(data) -> list[str]:
+    """The paths of the files (Gradio's file data) in ``data``, in order."""
+    if isinstance(data, dict):
+        if (data.get("meta") or {}).get("_type") == "gradio.FileData":
+            return [data["path"]]
+        return [p for value in data.values() for p in _file_paths(value)]
+    return [p for value in data for p in _file_paths(value)] if isinstance(data, list) else []

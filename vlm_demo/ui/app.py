@@ -13,7 +13,7 @@ from .contract import (API_OUTPUTS, CHAT_OUTPUTS, COMPARE_OUTPUTS, EXPORT_OUTPUT
                        endpoint_inputs)
 from .handlers import Handlers
 from .layout import ASSETS, CSS, HEAD, Page, layout
-from .server import tuned, without_matplotlib_lookups
+from .server import files_moved_once, tuned, without_matplotlib_lookups
 
 
 def wire(page: Page, on: Handlers) -> None:
@@ -121,6 +121,7 @@ def build_app(service: ChatService, default_model: str) -> gr.Blocks:
     demo.queue(default_concurrency_limit=service.settings.queue_concurrency, max_size=service.settings.queue_max_size)
     tuned(demo._queue, service.settings.queue_poll_s)  # (Gradio's own looks for events every 1 ms, even when idle)
     without_matplotlib_lookups()
+    files_moved_once()  # (every streamed update re-checked every picture in the chat, twice)
     return demo
 
 

@@ -1,4 +1,5 @@
-"""Gradio's server as the page runs it: work Gradio 6.31 does on every event that the page does not use, left out.
+"""Gradio's server as the page runs it: work Gradio 6.31 does on every event that the page does not use, left out,
+and work it repeats on every streamed update done once (``files_moved_once``).
 
 The queue is woken by the events pushed to it instead of looking for them every millisecond: Gradio 6.31's
 ``Queue.start_processing`` sleeps ``sleep_when_free`` (1 ms) and looks again while no event waits, and
@@ -13,12 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import importlib.util
+import json
+import os
 import time
+from collections import OrderedDict
 
 import gradio.utils
+from gradio import processing_utils
+from gradio.data_classes import GradioModel, GradioRootModel
 from gradio.queueing import Queue
 from gradio.utils import run_coro_in_background, set_task_name
+from gradio_client import utils as client_utils
 
 IDLE_CHECK_S = 1.0
 """Longest idle wait between two looks (a safety net: every push wakes the loop at once)."""
@@ -122,3 +130,51 @@ def without_matplotlib_lookups() -> None:
     """Where matplotlib is not installed, Gradio's events stop looking for it (``_NoBackendSwitch``)."""
     if importlib.util.find_spec("matplotlib") is None:
         gradio.utils.MatplotlibBackendMananger = _NoBackendSwitch  # type: ignore[misc]
+
+
+FILES_MOVED_KEPT = 4096
+"""Files whose move into a component's cache is remembered (``files_moved_once``): the most recently used."""
+
+
+class FilesMovedOnce:
+    """Gradio's ``processing_utils.async_move_files_to_cache`` for an event's outputs, each file's move remembered.
+
+    Gradio 6.31 post-processes every output of every streamed update whole, in two passes (the session's config and
+    the message), and each file in it is checked again each time: is it a static file, is it allowed, its copy into
+    the component's cache (path resolving, ``stat`` and hashing): the chat's pictures, every update of every answer.
+    At the fifth question (five pictures in the chat) an update cost 5.8 ms against 2.8 at the first
+    (``bench/update_cost.py``). A file's move gives the same result for the same file data and component (the page's
+    files are named by their content and not changed: uploads, drawn pictures), so it is done once and its result
+    reused while the moved file is there; inputs, proxied components and files kept in the cache go as Gradio has
+    them."""
+
+    def __init__(self, move):
+        self.move = move
+        self.done: OrderedDict[tuple[int, str], dict] = OrderedDict()
+
+    async def __call__(self, data, block, postprocess=False, check_in_upload_folder=False, keep_in_cache=False):
+        if not postprocess or check_in_upload_folder or keep_in_cache or getattr(block, "proxy_url", None):
+            return await self.move(data, block, postprocess, check_in_upload_folder, keep_in_cache)
+        if isinstance(data, GradioModel | GradioRootModel):
+            data = data.model_dump()
+
+        async def one(file: dict) -> dict:
+            if file.get("is_stream"):
+                return await self.move(file, block, postprocess=True)
+            key = (block._id, json.dumps(file, sort_keys=True, default=str))
+            moved = self.done.get(key)
+            if moved is None or not os.path.exists(moved["path"]):
+                moved = await self.move(file, block, postprocess=True)
+                self.done[key] = moved
+                while len(self.done) > FILES_MOVED_KEPT:
+                    self.done.popitem(last=False)
+            self.done.move_to_end(key)
+            return copy.deepcopy(moved)  # (Gradio adds its root URL to the data it sends, in place)
+
+        return await client_utils.async_traverse(data, one, client_utils.is_file_obj_with_meta)
+
+
+def files_moved_once() -> None:
+    """An event's output files are moved into their component's cache once (``FilesMovedOnce``); idempotent."""
+    if not isinstance(processing_utils.async_move_files_to_cache, FilesMovedOnce):
+        processing_utils.async_move_files_to_cache = FilesMovedOnce(processing_utils.async_move_files_to_cache)
