@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import importlib.util
-import json
 import os
 import time
 from collections import OrderedDict
@@ -134,6 +132,8 @@ def without_matplotlib_lookups() -> None:
 
 FILES_MOVED_KEPT = 4096
 """Files whose move into a component's cache is remembered (``files_moved_once``): the most recently used."""
+FILE_FIELDS = ("path", "url", "size", "orig_name", "mime_type", "is_stream", "meta")
+"""Gradio 6.31's file data (``FileData``): what a file's move depends on."""
 
 
 class FilesMovedOnce:
@@ -150,7 +150,7 @@ class FilesMovedOnce:
 
     def __init__(self, move):
         self.move = move
-        self.done: OrderedDict[tuple[int, str], dict] = OrderedDict()
+        self.done: OrderedDict[tuple, dict] = OrderedDict()
 
     async def __call__(self, data, block, postprocess=False, check_in_upload_folder=False, keep_in_cache=False):
         if not postprocess or check_in_upload_folder or keep_in_cache or getattr(block, "proxy_url", None):
@@ -161,7 +161,7 @@ class FilesMovedOnce:
         async def one(file: dict) -> dict:
             if file.get("is_stream"):
                 return await self.move(file, block, postprocess=True)
-            key = (block._id, json.dumps(file, sort_keys=True, default=str))
+            key = (block._id, *(repr(file.get(k)) for k in FILE_FIELDS))
             moved = self.done.get(key)
             if moved is None or not os.path.exists(moved["path"]):
                 moved = await self.move(file, block, postprocess=True)
@@ -169,7 +169,7 @@ class FilesMovedOnce:
                 while len(self.done) > FILES_MOVED_KEPT:
                     self.done.popitem(last=False)
             self.done.move_to_end(key)
-            return copy.deepcopy(moved)  # (Gradio adds its root URL to the data it sends, in place)
+            return dict(moved)  # (Gradio sets the root URL in the file data it sends, in place)
 
         return await client_utils.async_traverse(data, one, client_utils.is_file_obj_with_meta)
 
