@@ -80,7 +80,8 @@ async def test_an_updates_files_are_moved_once(tmp_path):
 
     from vlm_demo.ui.server import FilesMovedOnce, files_moved_once
 
-    gradios = processing_utils.async_move_files_to_cache
+    installed = processing_utils.async_move_files_to_cache  # (an app built in this process installed the memo)
+    gradios = installed.move if isinstance(installed, FilesMovedOnce) else installed
     paths = []
     for i in range(3):
         paths.append(str(tmp_path / f"picture-{i}.png"))
@@ -105,13 +106,14 @@ async def test_an_updates_files_are_moved_once(tmp_path):
     assert again == expected and len(moves) == 4 and os.path.exists(moved)  # gone from the cache: moved again
     await once(value, chat)  # an input: as Gradio has it
     assert len(moves) == 5
-    files_moved_once()
-    files_moved_once()  # (idempotent: one wrapper)
+    processing_utils.async_move_files_to_cache = gradios
     try:
+        files_moved_once()
+        files_moved_once()  # (idempotent: one wrapper)
         assert isinstance(processing_utils.async_move_files_to_cache, FilesMovedOnce)
         assert processing_utils.async_move_files_to_cache.move is gradios
     finally:
-        processing_utils.async_move_files_to_cache = gradios
+        processing_utils.async_move_files_to_cache = installed
 
 
 def _file_paths(data) -> list[str]:
