@@ -33,9 +33,9 @@ from vlm_demo.ui.contract import PANEL_OUTPUTS
 from vlm_demo.ui.handlers import NO_EXPORT
 from vlm_demo.ui.panels import export_view, rendered_view
 
-from .common import machine, picture
+from .common import picture
 from .documents import make_document
-from .report import PANELS_HEADING, with_section
+from .report import PANELS_HEADING, write_section
 
 MODEL = "tiny-qwen2.5-vl"
 
@@ -111,17 +111,11 @@ def main() -> None:
     rows = asyncio.run(run(args.questions))
     print(table(rows))
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        written, m = args.out / "benchmark.md", machine()
-        section = (f"{PANELS_HEADING}\n\n`python -m bench.panels_cost --questions {args.questions}`, "
-                   f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Machine: **{m['cpu']}, {m['cores']} cores**, "
-                   f"load average {m['load_average'][0]} at the end. The CPU the app's "
-                   "process spends on one question's `/panels` event (the panels drawn, Export built where it is open, "
-                   "Gradio's postprocess and the message's JSON), each question with a picture of its own, and what "
-                   "the message carries. Export is built only when it is open or `/export` is asked: before, every "
-                   "question built it (every picture a PNG data URL).\n\n" + table(rows) + "\n")
-        written.write_text(with_section(written.read_text() if written.exists() else "", PANELS_HEADING, section))
-
+        write_section(args.out, PANELS_HEADING, f"python -m bench.panels_cost --questions {args.questions}", (
+            "The CPU the app's process spends on one question's `/panels` event (the panels drawn, Export built where "
+            "it is open, Gradio's postprocess and the message's JSON), each question with a picture of its own, and "
+            "what the message carries. Export is built only when it is open or `/export` is asked: before, every "
+            "question built it (every picture a PNG data URL)."), table(rows))
 
 if __name__ == "__main__":
     main()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
@@ -493,6 +494,20 @@ def with_section(markdown_text: str, heading: str, section: str) -> str:
     rest = after.find("\n## ")
     following = after[rest + 1:] if rest >= 0 else ""
     return before + section.rstrip() + "\n" + ("\n" + following if following else "")
+
+
+def write_section(out_dir: Path, heading: str, command: str, about: str, table: str) -> None:
+    """A benchmark's section into ``out_dir``'s ``benchmark.md``, in place of the one there (else at the end): its
+    ``heading``, the ``command`` that measured it, when and on what machine, what it measures (``about``), its
+    ``table``."""
+    from .common import machine
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    m, written = machine(), out_dir / "benchmark.md"
+    section = (f"{heading}\n\n`{command}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Machine: "
+               f"**{m['cpu']}, {m['cores']} cores**, load average {m['load_average'][0]} at the end. {about}\n\n"
+               f"{table}\n")
+    written.write_text(with_section(written.read_text() if written.exists() else "", heading, section))
 
 
 def with_real_size(markdown_text: str, section: str) -> str:

@@ -32,8 +32,8 @@ from vlm_demo.ui.overlays import OVERLAYS, image_file
 from vlm_demo.ui.server import FilesMovedOnce
 from vlm_demo.ui.stream import streaming_values, text_update
 
-from .common import machine, picture
-from .report import UPDATES_HEADING, with_section
+from .common import picture
+from .report import UPDATES_HEADING, write_section
 
 MODEL = "tiny-qwen2.5-vl"
 GRADIOS = processing_utils.async_move_files_to_cache
@@ -104,18 +104,14 @@ def main() -> None:
             for tokens in (int(t) for t in args.tokens.split(",")) for turn in (int(t) for t in args.turns.split(","))]
     print(table(rows))
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        written, m = args.out / "benchmark.md", machine()
-        section = (f"{UPDATES_HEADING}\n\n`python -m bench.update_cost --tokens {args.tokens} --updates {args.updates} "
-                   f"--turns {args.turns}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}. Machine: "
-                   f"**{m['cpu']}, {m['cores']} cores**, load average {m['load_average'][0]} at the end. The CPU the "
-                   "app's process spends on one streamed update of an answer (Gradio's postprocess of the update's "
-                   "outputs, the diff, the message's JSON) at the first question and at the fifth (a picture a "
-                   "question, shown in the chat as files), with each file moved into the chat's cache once (the app's "
-                   "`ui.server.files_moved_once`) and as Gradio 6.31 has it (each file checked and copied twice an "
-                   "update), in one run.\n\n" + table(rows) + "\n")
-        written.write_text(with_section(written.read_text() if written.exists() else "", UPDATES_HEADING, section))
-
+        command = (f"python -m bench.update_cost --tokens {args.tokens} --updates {args.updates} --turns "
+                   f"{args.turns}")
+        write_section(args.out, UPDATES_HEADING, command, (
+            "The CPU the app's process spends on one streamed update of an answer (Gradio's postprocess of the "
+            "update's outputs, the diff, the message's JSON) at the first question and at the fifth (a picture a "
+            "question, shown in the chat as files), with each file moved into the chat's cache once (the app's "
+            "`ui.server.files_moved_once`) and as Gradio 6.31 has it (each file checked and copied twice an update), "
+            "in one run."), table(rows))
 
 if __name__ == "__main__":
     main()
