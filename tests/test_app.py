@@ -426,6 +426,74 @@ def clean_log(capfd, caplog):
     assert first is None, "the app's log says:\n" + "\n".join(lines[max(0, first - 2):first + 90])
 
 
+def _sent_for_a_question(url: str, registry, fn_index: int, then: list[int]) -> list[tuple[str, int | None]]:
+    """What Chromium sends for the second question of a tab (a picture attached, the text typed at once, Enter),
+    from Clear to the status line after the answer (``then``: the chat's ``.then`` events): (``upload``, None),
+    (``predict``, fn_index) or (``join``, fn_index), in order."""
+    sent: list[tuple[str, int | None]] = []
+
+    def on_request(request) -> None:
+        if "/gradio_api/" in request.url and request.method == "POST":
+            kind = request.url.split("/gradio_api/")[1].split("?")[0]
+            kind = {"run/predict": "predict", "queue/join": "join"}.get(kind, kind)
+            sent.append((kind, None if kind == "upload" else json.loads(request.post_data)["fn_index"]))
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1600, "height": 1100})
+        page.on("request", on_request)
+        page.goto(url)
+        on_model(page, registry.get(MODEL).display_label)
+        for question in range(2):
+            if question:
+                page.locator("#clear").click()
+                page.wait_for_function("!document.querySelector('#chat .bot')", timeout=30_000)
+            mark = len(sent) - (1 if question else 0)  # (from Clear's)
+            page.locator("#question input[type=file]").set_input_files(str(ROOT / "assets" / "bar-chart.png"))
+            page.locator("#question img").first.wait_for(timeout=30_000)
+            page.wait_for_timeout(500)
+            page.locator("#question textarea").fill("What is in the picture?")
+            page.locator("#question textarea").press("Enter")
+            deadline = time.monotonic() + 120
+            while not any(("predict", t) in sent[mark:][sent[mark:].index(("join", fn_index)):] for t in then
+                          if ("join", fn_index) in sent[mark:]):  # the chat joined, the status line's event after it
+                assert time.monotonic() < deadline, sent[mark:]
+                page.wait_for_timeout(100)
+            page.wait_for_timeout(1000)  # (anything the answer's end sets off)
+    return sent[mark:]
+
+
+def test_the_benchmarks_page_users_send_what_chromium_sends(app):
+    """``bench.browser_load``'s users (the RESULT line's page users) send what Chromium sends for a question on the
+    page, in its order: the picture's upload and the box's changes as it is attached, the panels' render of it, the
+    text's change, the chat, the events on its render (the panels, the box emptied and its change) and the status
+    line after it (the status timer's ticks aside: they come with time, not with a question). Before, they sent the
+    chat and the render's events only: 4 of Chromium's 11 requests."""
+    from bench import browser_load
+
+    page = browser_load.Page(app.url, MODEL, str(ROOT / "assets" / "bar-chart.png"), 8)
+
+    async def two_questions() -> list[tuple[str, int | None]]:
+        async with httpx.AsyncClient(timeout=300, trust_env=False) as client:
+            try:
+                await browser_load.ask(client, page)
+                page.sent = []
+                await browser_load.ask(client, page)
+            finally:
+                for ticker in browser_load._tickers:
+                    ticker.cancel()
+        return page.sent
+
+    bench = asyncio.run(two_questions())
+    chromium_sent = _sent_for_a_question(app.url, app.registry, page.fn_index,
+                                         [i for i, _, _ in page.after_chat])
+    no_tick = [[e for e in sent if e != ("predict", page.tick_index)] for sent in (chromium_sent, bench)]
+    chat = ("join", page.fn_index)
+    # up to the chat in order; after it, beside the answer, in whatever order its stream sets them off
+    (before_c, after_c), (before_b, after_b) = ((s[:s.index(chat) + 1], sorted(s[s.index(chat) + 1:], key=str))
+                                                for s in no_tick)
+    assert (before_b, after_b) == (before_c, after_c), f"Chromium: {no_tick[0]}\nbench: {no_tick[1]}"
+    assert len(no_tick[0]) >= 11, no_tick[0]
+
+
 def test_in_a_real_browser(app, picture, clean_log):
     """Chromium (Debian's, headless): upload, ask, watch the answer stream, move a slider."""
     url, engines, registry = app
