@@ -56,8 +56,9 @@ class Renders:
         """Per session, why the message as last rendered could not be sent ("" where it can)."""
         self._not_sent: dict[str, tuple[str, int]] = {}
         """Per session, why its last send was refused in place, and how many renders it had asked for then."""
-        self._quiet: dict[str, bool] = {}
-        """Per session, that the next change of its files is the box emptied by a send (no render)."""
+        self._emptied: dict[str, bool] = {}
+        """Per session, that the box was emptied by a send: the page's ``attached`` still names the question's files
+        (left as they were: their change would be an event that renders nothing), and means none."""
 
     def request(self, model: str, turns: tuple[Turn, ...], system: str, sampling: tuple[Any, ...],
                 controls: Mapping[str, Any], control_set: Controls | None = None) -> ChatRequest:
@@ -135,9 +136,9 @@ class Renders:
     async def attached(self, request: gr.Request, *, message, conversation, model, system, urls,
                        **controls) -> dict[Any, Any]:
         """A file attached, replaced or removed: the panels as ``follow`` renders them; nothing while the session's
-        answer runs (its own render is in the panels), nor for the box emptied as its question was sent."""
+        answer runs (its own render is in the panels)."""
         session = _session(request)
-        if self._quiet.pop(session, False) or self.live(session):
+        if self.live(session):
             return gr.skip()
         return await self.follow(request, message=message, conversation=conversation, model=model, system=system,
                                  urls=urls, **controls)
@@ -162,15 +163,34 @@ class Renders:
                 while len(self._checked) > ATTACHMENTS_CHECKED:
                     self._checked.pop(next(iter(self._checked)))
         kept = "\n".join(p for p in files if p and not self._checked.get(p))
-        out: dict[Any, Any] = {self.page.attached: kept}
-        if self._sent.pop(session, False) and not kept and attached:  # the box emptied by a send: its files are the
-            self._quiet[session] = True  # question's now (the answer's render shows them), nothing to render
+        out: dict[Any, Any] = {self.page.attached: self._attached(session, kept, attached)}
         if refused := [self._checked[p] for p in files if self._checked.get(p)]:
             out[self.page.message] = {"text": message.get("text", ""), "files": [
                 f for f, path in zip(entries, files, strict=True) if not self._checked.get(path)]}
             self._refused[session] = "**refused**: " + " · ".join(refused)
             out[self.page.message_note] = self.note(session)
         return out or {self.page.attached: gr.skip()}  # (a dict of no component is one value to Gradio)
+
+    def _attached(self, session: str, kept: str, attached: str) -> Any:
+        """``Page.attached``'s new value for the files the box keeps (``kept``), ``gr.skip()`` where it renders
+        nothing: a keystroke (the same files), and the box emptied by a send, whose files are the question's now (the
+        answer's render shows them): ``attached`` is left naming them (their change to none would be a queued event
+        that renders nothing: 13 ms of CPU a question), and means none until the box's files change. The same files
+        attached again then (an upload of the same content has the same path) are written with a trailing newline
+        where the page's value has none, or without it, so that they change it; the question's files put back where
+        the engine refused it stay as shown."""
+        attached = attached or ""
+        shown = attached.rstrip("\n")
+        if self._sent.pop(session, False) and not kept and attached:
+            self._emptied[session] = True
+            return gr.skip()
+        if self._emptied.get(session) and (not kept or (kept == shown and session in self._not_sent)):
+            if kept:
+                del self._emptied[session]
+            return gr.skip()
+        if not self._emptied.pop(session, False):
+            return gr.skip() if kept == shown else kept
+        return kept if kept != attached else kept + "\n"
 
     def task(self, request: gr.Request, task: str | None, model: str, message: Any) -> Any:
         """A reader's task picked: its prompt into the message box's text (the files attached kept), to be edited or
@@ -202,7 +222,7 @@ class Renders:
             self._task_notes.pop(oldest, None)
             self._sent.pop(oldest, None)
             self._not_sent.pop(oldest, None)
-            self._quiet.pop(oldest, None)
+            self._emptied.pop(oldest, None)
         said = quiet or from_the_page(request)
         if session in self._not_sent and self._not_sent[session][1] < serial:  # (a render asked for since)
             del self._not_sent[session]
