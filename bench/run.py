@@ -5,7 +5,7 @@
 Runs, in one go on this machine, with the tiny models (one picture per request, fixed ``max_tokens``,
 ``ignore_eos``): (a) the raw ``AsyncLLM`` at 1, 4 and 8 concurrent streams; (b) the same load through
 the chat service and through the Gradio HTTP API (``gradio_client`` users in their own process, and
-users that read the page's server-sent events as a browser does), with where the first-token time goes at
+users that send every request Chromium sends for a question, in its order), with where the first-token time goes at
 1 user; (c) transformers ``generate`` + ``TextIteratorStreamer``, one request at a time; (d) time to first
 token with and without the inspection, and ``inspect`` with vLLM's renderer alone against starting the
 engine; (e) model switching: time and resident memory; (f) the peer:
@@ -100,7 +100,8 @@ USERS = {"gradio": "bench.gradio_load", "browser": "bench.browser_load"}
 class AppServer:
     """``bench/app_server.py`` in a subprocess, driven over HTTP."""
 
-    def __init__(self, model: str, interval: float, workdir: Path):
+    def __init__(self, model: str, interval: float, workdir: Path, root: Path = ROOT):
+        """``root``: the checkout whose app is served (another commit's, to compare)."""
         self.port = free_port()
         self.interval = interval
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -108,7 +109,7 @@ class AppServer:
         self.log = open(workdir / f"app-server-{self.port}.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [PY, "-m", "bench.app_server", "--port", str(self.port), "--model", model,
-             "--ui-update-interval-s", str(interval)], cwd=ROOT, env=self.env, stdout=self.log, stderr=self.log)
+             "--ui-update-interval-s", str(interval)], cwd=root, env=self.env, stdout=self.log, stderr=self.log)
         import httpx
 
         deadline = time.monotonic() + 180
@@ -148,7 +149,8 @@ class AppServer:
 
     def users(self, model: str, load: Load, picture: Path, kind: str = "gradio") -> dict:
         """One load of ``kind`` users: ``gradio`` (``bench.gradio_load``, gradio_client) or ``browser``
-        (``bench.browser_load``, the page's own protocol: server-sent events read as they arrive)."""
+        (``bench.browser_load``: every request Chromium sends for a question, server-sent events read as they
+        arrive)."""
         before = self.cpu_s()
         out = subprocess.run(
             [PY, "-m", USERS[kind], "--url", self.url, "--model", model, "--users", str(load.streams),
