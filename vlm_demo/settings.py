@@ -148,6 +148,21 @@ class Settings:
     """Videos a whole conversation may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
     allowed_video_formats: tuple[str, ...] = ("mp4", "webm", "mov", "mkv")
     """Video containers accepted (sniffed from the file's header, not its name): mp4, webm, mov, mkv."""
+    max_audio_clips_per_turn: int = 2
+    """Audio clips one user message may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
+    max_audio_clips_per_conversation: int = 4
+    """Audio clips a whole conversation may carry (the model's ``limit_mm_per_prompt`` may be lower)."""
+    max_audio_bytes: int = 25_000_000
+    """Largest audio clip, in bytes (an uploaded or recorded file, or the payload of a ``data:audio/...`` URL)."""
+    max_audio_seconds: float = 300.0
+    """Longest clip, in seconds (the longest any audio model served here hears: Qwen2.5-Omni's 300 s; a model
+    whose own cap is shorter hears its first part, and the expansion says what it dropped)."""
+    max_audio_channels: int = 8
+    """Most channels in a clip (7.1 surround; a clip is mixed to mono before a model hears it)."""
+    min_audio_rate: int = 8_000
+    """Lowest sample rate taken, in Hz (telephone speech)."""
+    max_audio_rate: int = 192_000
+    """Highest sample rate taken, in Hz (studio recordings)."""
     max_text_chars: int = 8_000
     """Longest user message or system prompt, in characters."""
     url_fetch: bool = False
@@ -190,6 +205,8 @@ class Settings:
             return self.max_images_per_turn, self.max_images_per_conversation
         if modality == "video":
             return self.max_videos_per_turn, self.max_videos_per_conversation
+        if modality == "audio":
+            return self.max_audio_clips_per_turn, self.max_audio_clips_per_conversation
         return 0, 0
 
     @classmethod

@@ -86,7 +86,8 @@ def _request(args: argparse.Namespace, settings: Settings):
         registry, model = registry.with_model(spec), spec.name
     sources = (*(Source(p, "file", "image") for p in args.image or []),
                *(Source(p, "file", "image_embeds") for p in args.image_embeds or []),
-               *(Source(p, "file", "video") for p in args.video or []))
+               *(Source(p, "file", "video") for p in args.video or []),
+               *(Source(p, "file", "audio") for p in getattr(args, "audio", None) or []))
     ask = Ask(model=model, text=args.text, sources=sources, system=args.system or "",
               settings=json.loads(args.mm_kwargs) if args.mm_kwargs else {},  # (a JSON object: ``check_arguments``)
               sampling={"max_tokens": args.max_tokens} if getattr(args, "max_tokens", None) else {},

@@ -42,6 +42,9 @@ def _add_request_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--video", action="append",
                         help="video file (mp4, webm, mov, mkv) or URL (data:video/..., or http(s) as for images); "
                         "models that take video (repeat for several)")
+    parser.add_argument("--audio", action="append",
+                        help="audio clip (wav, flac, ogg/opus, mp3, m4a/aac, webm); models that take audio (repeat "
+                        "for several)")
     parser.add_argument("--num-frames", type=int, help="frames vLLM samples from each video (its default: 32)")
     parser.add_argument("--fps", type=float, help="frames per second vLLM samples from each video (with "
                         "--num-frames, whichever gives fewer)")
@@ -162,7 +165,7 @@ def check_arguments(args: argparse.Namespace, settings: Settings) -> None:
     if getattr(args, "each_page", False) and not any(
             is_document_name(p) or is_document_url(p) for p in args.image or []):
         raise InputError("--each-page reads a document's pages one request each: give a PDF with --image")
-    for flag in ("image", "image_embeds", "video"):
+    for flag in ("image", "image_embeds", "video", "audio"):
         for source in getattr(args, flag, None) or []:
             if "://" not in source and not source.startswith("data:") and not Path(source).is_file():
                 raise InputError(f"cannot read {source}: No such file or directory")  # (as the intake says it)

@@ -2,8 +2,8 @@
 URL or a ``data:`` URL becomes a checked attachment (an RGB image, precomputed image embeddings or a video's own
 bytes), keyed by the modality it goes to vLLM as. vLLM never fetches a URL or reads a path on a user's behalf.
 
-``images``: image and embeddings intake; ``video``: video intake (OpenCV, as vLLM decodes); ``documents``: a PDF's
-pages as pictures (pypdfium2); ``containers``: pure parsing of video containers; ``urls``: the guarded way in for
+``images``: image and embeddings intake; ``video``: video intake (OpenCV, as vLLM decodes); ``audio``: clips
+(soundfile and PyAV, resampled with soxr); ``documents``: a PDF's pages as pictures (pypdfium2); ``containers``: pure parsing of video containers; ``urls``: the guarded way in for
 URLs; ``cache``: the per-process caches.
 """
 
@@ -17,22 +17,24 @@ from typing import Literal
 from PIL import Image
 
 from ..settings import Settings
+from .audio import AUDIO_SUFFIXES, Audio, is_audio_name, load_audio
 from .cache import Recent
+from .containers import sniff_video, track_kinds
 from .documents import DOCUMENT_SUFFIXES, DocumentOptions, Page, check_document, is_document_name, load_document, page_ranges
 from .images import ImageEmbeds, image_digest, load_image, load_image_embeds, png_data_url
 from .urls import is_document_url, is_url, is_video_url, load_document_url, load_image_url, load_video_url
 from .video import VIDEO_SUFFIXES, Video, is_video_name, load_video
 
-__all__ = ["DOCUMENT_SUFFIXES", "VIDEO_SUFFIXES", "Attachment", "DocumentOptions", "ImageEmbeds", "Kind", "Page", "Recent", "Video",
+__all__ = ["AUDIO_SUFFIXES", "DOCUMENT_SUFFIXES", "VIDEO_SUFFIXES", "Attachment", "Audio", "is_audio_name", "load_audio", "DocumentOptions", "ImageEmbeds", "Kind", "Page", "Recent", "Video",
            "by_modality", "check_file", "image_digest", "is_document_name", "is_document_url", "is_url", "is_video_name", "is_video_url", "load",
            "load_all", "load_document", "load_file", "load_image", "load_image_embeds", "load_url", "load_video",
            "page_ranges", "picture", "png_data_url"]
 
-Attachment = Image.Image | ImageEmbeds | Video | Page
+Attachment = Image.Image | ImageEmbeds | Video | Page | Audio
 """One checked attachment (a document's page is an image to vLLM)."""
-Kind = Literal["image", "image_embeds", "video"]
-"""What a source is when its caller knows (the CLI's ``--image``, ``--image-embeds``, ``--video``); an image source
-that is a PDF gives its pages."""
+Kind = Literal["image", "image_embeds", "video", "audio"]
+"""What a source is when its caller knows (the CLI's ``--image``, ``--image-embeds``, ``--video``, ``--audio``); an
+image source that is a PDF gives its pages."""
 
 
 async def load(source: str | Path, settings: Settings, kind: Kind | None = None, name: str | None = None,
@@ -55,13 +57,30 @@ async def load_file(path: str | Path, settings: Settings, kind: Kind | None = No
     """What a file (never a URL) gives, as ``load`` reads a file."""
     text = str(path)
     if kind is None:
-        kind = "image_embeds" if text.endswith(".safetensors") else "video" if is_video_name(text) else "image"
+        kind = ("image_embeds" if text.endswith(".safetensors") else "audio" if is_audio_name(name or text) else
+                "video" if is_video_name(text) else "image")
+        if kind == "video" and await asyncio.to_thread(_sound_only, Path(text)):
+            kind = "audio"  # (a recording: the microphone's WebM holds sound alone)
+    if kind == "audio":
+        return (await asyncio.to_thread(load_audio, Path(text), settings, name),)
     if kind == "image_embeds":
         return (await asyncio.to_thread(load_image_embeds, Path(text), settings),)
     if kind == "image" and is_document_name(name or text):
         return await asyncio.to_thread(load_document, Path(text), settings, documents, name)
     read = load_video if kind == "video" else load_image
     return (await asyncio.to_thread(read, Path(text), settings, name),)
+
+
+def _sound_only(path: Path) -> bool:
+    """Whether a video-named file's container lists sound and no picture (a microphone's WebM recording)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return False  # (the video intake says why it cannot be read)
+    container = sniff_video(head)
+    kinds = track_kinds(head, container) if container else None
+    return bool(kinds) and "audio" in kinds and "video" not in kinds
 
 
 async def check_file(path: str | Path, settings: Settings, name: str | None = None) -> None:
@@ -101,6 +120,7 @@ def picture(item: Attachment) -> Image.Image | None:
 def by_modality(items: Sequence[Attachment]) -> dict[str, tuple[Attachment, ...]]:
     """Attachments keyed by the modality they go to vLLM as (image embeddings are images), in order; a modality
     with none is left out."""
-    found = {"image": tuple(i for i in items if not isinstance(i, Video)),
-             "video": tuple(i for i in items if isinstance(i, Video))}
+    found = {"image": tuple(i for i in items if not isinstance(i, (Video, Audio))),
+             "video": tuple(i for i in items if isinstance(i, Video)),
+             "audio": tuple(i for i in items if isinstance(i, Audio))}
     return {modality: group for modality, group in found.items() if group}

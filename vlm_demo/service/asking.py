@@ -34,8 +34,11 @@ class Source:
     name."""
 
     def modality(self) -> str:
-        """What it counts as before it is read: "video", "document" or "image"."""
+        """What it counts as before it is read: "audio", "video", "document" or "image"."""
         url = self.origin == "url" or intake.is_url(self.where)
+        if self.kind == "audio" or (self.kind is None and intake.is_audio_name(self.where.split("?")[0] if url
+                                                                               else self.where)):
+            return "audio"
         if self.kind == "video" or (self.kind is None and (is_video_url(self.where) if url else
                                                           is_video_name(self.where))):
             return "video"
@@ -79,10 +82,12 @@ def documents_of(model: ModelSpec | profile.Profile, pages: str = "", dpi: int =
 def check_counts(sources: Sequence[Source], settings: Settings) -> None:
     """Refuse more attachments of a modality than one message may carry, before anything is read."""
     found = [s.modality() for s in sources]
-    for modality, n in (("image", sum(m == "image" for m in found)), ("video", found.count("video"))):
+    for modality, n in (("image", sum(m == "image" for m in found)), ("video", found.count("video")),
+                        ("audio", found.count("audio"))):
         per_turn, _ = settings.media_limits(modality)
         if n > per_turn:
-            raise InputError(f"{n} {modality}s in one message; the limit is {per_turn}")
+            noun = "audio clip" if modality == "audio" else modality
+            raise InputError(f"{n} {noun}s in one message; the limit is {per_turn}")
 
 
 async def read_source(source: Source, settings: Settings, documents: DocumentOptions) -> tuple[intake.Attachment, ...]:

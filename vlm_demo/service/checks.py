@@ -138,4 +138,5 @@ def check_request(request: ChatRequest, found: profile.Profile, settings: Settin
 
 
 def _plural(n: int, noun: str) -> str:
+    noun = "audio clip" if noun == "audio" else noun
     return f"{n} {noun}{'' if n == 1 else 's'}"

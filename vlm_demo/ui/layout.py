@@ -12,7 +12,7 @@ import gradio as gr
 
 from ..conversation import Conversation
 from ..inspector import PROMPT_CSS
-from ..intake import DOCUMENT_SUFFIXES, VIDEO_SUFFIXES
+from ..intake import AUDIO_SUFFIXES, DOCUMENT_SUFFIXES, VIDEO_SUFFIXES
 from ..service import ChatService
 from ..settings import STATUS_EVERY_S
 from .contract import has_grounding, max_tokens_limit, reader_tasks
@@ -282,7 +282,8 @@ def _chat_panel(service: ChatService) -> dict[str, Any]:
     # Answers as documents: Markdown, HTML tables (sanitised), LaTeX in the delimiters readers write (not a lone "$":
     # prices); each answer's raw text one click away (its copy button)
     parts["chat"] = gr.Chatbot(label="Chat", elem_id="chat", height=440, latex_delimiters=LATEX_DELIMITERS)
-    parts["message"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, *DOCUMENT_SUFFIXES, ".safetensors"],
+    parts["message"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, *AUDIO_SUFFIXES, *DOCUMENT_SUFFIXES,
+                                                    ".safetensors"],
                                         file_count="multiple", elem_id="question", label="Message",
                                         show_label=False,
                                         placeholder="Ask about images, videos or PDF documents (upload, paste "
