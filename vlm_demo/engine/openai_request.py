@@ -50,6 +50,9 @@ def wire_message(message: Mapping[str, Any], leave_out_embeds: bool = False) -> 
             parts.append({"type": "image_url", "image_url": {"url": url}, "uuid": media_uuid(url)})
         elif part.get("type") == "video_url":
             parts.append({**part, "uuid": media_uuid(part["video_url"]["url"])})
+        elif part.get("type") == "audio_clip":  # (the clip's own file: the server resamples it to its model's rate)
+            url = part["audio_clip"].data_url()
+            parts.append({"type": "audio_url", "audio_url": {"url": url}, "uuid": media_uuid(url)})
         elif part.get("type") == "image_embeds" and leave_out_embeds:
             parts.append({"type": "text", "text": EMBEDS_LEFT_OUT})
         elif part.get("type") == "image_embeds":

@@ -27,6 +27,14 @@ from .runs import kept_tags, token_runs
 from .types import ItemRange, RenderedPrompt, SampledFrames
 
 
+AUDIO_IO = {"audio_backend": "soundfile"}
+"""How vLLM's loader reads the app's clips (16-bit WAVs): libsndfile, the format's own reader (vLLM's "auto" tries
+torchcodec first, which needs a system FFmpeg, and logs a warning for every clip)."""
+
+AUDIO_RATE = 16_000
+"""A clip's rate where the model's processor names none (Whisper-style feature extractors: every audio family
+vLLM 0.32 serves here)."""
+
 MAX_TOKENS_PER_CHAR = 4
 """Most tokens one character can span (a UTF-8 character has at most 4 bytes; a byte-level tokenizer's worst case)."""
 
@@ -143,8 +151,44 @@ class Renderer:
     def modalities(self) -> tuple[str, ...]:
         """The modalities the engine accepts ("image", "video", ...), as its prompt limits say."""
         config = self.model_config.multimodal_config
-        return tuple(m for m in ("image", "video")
+        return tuple(m for m in ("image", "video", "audio")
                      if _supports(self.model_config, m) and config.get_limit_per_prompt(m) > 0)
+
+    @functools.cached_property
+    def audio_rate(self) -> int:
+        """Samples a second the model's feature extractor takes (a clip is resampled to it here: ``Audio.at``)."""
+        from vllm.multimodal import MULTIMODAL_REGISTRY
+
+        with contextlib.suppress(Exception):  # (a processor without a feature extractor)
+            info = MULTIMODAL_REGISTRY.create_processor(self.model_config).info
+            return int(info.get_hf_processor().feature_extractor.sampling_rate)
+        return AUDIO_RATE
+
+    @functools.cached_property
+    def content_format(self) -> str:
+        """The chat template content format renders go with: the entry's where it names one; else vLLM's detection,
+        but "string" where the template, given the detected "openai" parts, would drop a clip's placeholder
+        (Qwen2-Audio's checks ``'audio' in content``, a key vLLM's parts do not have: the clip then fails in vLLM's
+        processor, "Failed to apply prompt replacement"). Under "string" vLLM writes each placeholder itself."""
+        given = self.spec.chat_template_content_format
+        if given != "auto" or "audio" not in self.modalities:
+            return given
+        from vllm.renderers.hf import resolve_chat_template_content_format, safe_apply_chat_template
+
+        detected = resolve_chat_template_content_format(
+            chat_template=None, tools=None, given_format="auto", tokenizer=self._renderer.tokenizer,
+            model_config=self.model_config)
+        if detected != "openai":
+            return given
+        marks = [t for t in self.special_tokens if t in self.placeholders.get("audio", "")]
+        try:
+            shown = safe_apply_chat_template(  # (the template vLLM renders with: the processor's, else the tokenizer's)
+                self.model_config, self.tokenizer,
+                [{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": "?"}]}],
+                tokenize=False, add_generation_prompt=True)
+        except Exception:  # noqa: BLE001 - a template that cannot render this probe: vLLM's detection stands
+            return given
+        return "string" if marks and not any(m in shown for m in marks) else given
 
     async def render(self, messages: Sequence[dict[str, Any]], mm_kwargs: dict[str, Any],
                      media_io: Mapping[str, Mapping[str, Any]] | None = None) -> RenderedPrompt:
@@ -156,10 +200,12 @@ class Renderer:
         from vllm.renderers.hf import resolve_chat_template_content_format
 
         kwargs = dict(mm_kwargs)
-        messages = [_with_torch_embeds(m) for m in messages]
+        messages = [_with_audio_urls(_with_torch_embeds(m), self.audio_rate) for m in messages]
+        if any(p.get("type") == "audio_url" for m in messages for p in _parts(m)):  # (the app's WAVs: libsndfile's,
+            media_io = {**(media_io or {}), "audio": {**AUDIO_IO, **(media_io or {}).get("audio", {})}}  # no probing)
         conversation, prompt_text, engine_input, frames = await self._engine_input(messages, kwargs, media_io)
         content_format = resolve_chat_template_content_format(
-            chat_template=None, tools=None, given_format=self.spec.chat_template_content_format,
+            chat_template=None, tools=None, given_format=self.content_format,
             tokenizer=self._renderer.tokenizer, model_config=self.model_config,
         )
         ids = tuple(engine_input["prompt_token_ids"])
@@ -198,7 +244,7 @@ class Renderer:
 
         renderer = self._renderer
         try:
-            params = chat_params(kwargs, media_io, self.spec.chat_template_content_format)
+            params = chat_params(kwargs, media_io, self.content_format)
             conversation, dict_prompt = await renderer.render_messages_async(messages, params)
             _unwrap_plain_embeds(dict_prompt)
             videos = dict_prompt.get("multi_modal_data", {}).get("video") or ()
@@ -222,6 +268,12 @@ class Renderer:
             engine_input = await renderer.process_for_engine_async(tok_prompt, time.time(), skip_mm_cache=True)
         except (VLLMValidationError, ValueError) as exc:
             raise InputError(f"{self.spec.name}: {exc}") from None
+        except AssertionError as exc:  # (vLLM asserts that each item found its placeholder in the template's text)
+            if "prompt replacement" not in str(exc):
+                raise
+            raise InputError(f"{self.spec.name}: the chat template left out the placeholder of {_item_named(exc)} "
+                             f"(vLLM: {exc}); its entry's chat_template_content_format may need to be \"string\""
+                             ) from None
         return conversation, dict_prompt.get("prompt", ""), engine_input, frames
 
     def _items(self, engine_input: Any, ids: Sequence[int], inputs: Mapping[str, Sequence[Any]],
@@ -284,7 +336,33 @@ def _inputs_by_modality(messages: Sequence[dict[str, Any]]) -> dict[str, list[An
             kind = part.get("type", "")
             if kind in ("image_pil", "image_embeds"):
                 found.setdefault("image", []).append(part.get("image_pil"))
+            elif kind == "audio_url":
+                found.setdefault("audio", []).append(None)  # (a clip has no picture; its figures: the expansion's)
     return found
+
+
+def _parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
+
+
+def _item_named(exc: BaseException) -> str:
+    """"audio 1" for vLLM's "... for mm_items['audio'][0]" (else "an attachment")."""
+    import re
+
+    found = re.search(r"mm_items\['(\w+)'\]\[(\d+)\]", str(exc))
+    return f"{found[1]} {int(found[2]) + 1}" if found else "an attachment"
+
+
+def _with_audio_urls(message: dict[str, Any], rate: int) -> dict[str, Any]:
+    """The message with each clip (the app's ``audio_clip`` part: a checked ``intake.Audio``) as the ``audio_url``
+    part vLLM takes, a WAV at ``rate``, the model's own: resampled here (soxr), so vLLM does not resample."""
+    content = message.get("content")
+    if not isinstance(content, list) or not any(p.get("type") == "audio_clip" for p in content):
+        return message
+    parts = [{"type": "audio_url", "audio_url": {"url": p["audio_clip"].wav_data_url(rate)}}
+             if p.get("type") == "audio_clip" else p for p in content]
+    return {**message, "content": parts}
 
 
 def _supports(model_config: Any, modality: str) -> bool:

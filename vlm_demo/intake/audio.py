@@ -68,6 +68,15 @@ class Audio:
             self._at[rate] = soxr.resample(self.samples, self.rate, rate, quality="HQ").astype(np.float32, copy=False)
         return self._at[rate]
 
+    def wav_data_url(self, rate: int) -> str:
+        """The clip at ``rate`` (``at``) as a 16-bit WAV ``data:`` URL: what a model's processor gets (the format
+        every audio loader reads, at the rate it expects: nothing for it to resample)."""
+        import soundfile as sf
+
+        out = io.BytesIO()
+        sf.write(out, self.at(rate), rate, format="WAV", subtype="PCM_16")
+        return "data:audio/wav;base64," + base64.b64encode(out.getvalue()).decode("ascii")
+
     def data_url(self) -> str:
         """The file as a base64 ``data:audio/...`` URL."""
         return f"data:{AUDIO_MIME[self.format]};base64," + base64.b64encode(self.data).decode("ascii")

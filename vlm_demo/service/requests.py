@@ -10,7 +10,7 @@ from typing import Any, Literal
 from ..engine import RenderedPrompt
 from ..errors import InputError
 from ..inspector import Inspection
-from ..intake import ImageEmbeds, Page, Video
+from ..intake import Audio, ImageEmbeds, Page, Video
 from ..registry import Sampling
 
 
@@ -215,4 +215,6 @@ def _part(modality: str, item: Any) -> dict[str, Any]:
         return {"type": "image_pil", "image_pil": item.image if isinstance(item, Page) else item}
     if modality == "video" and isinstance(item, Video):
         return {"type": "video_url", "video_url": {"url": item.data_url()}}
+    if modality == "audio" and isinstance(item, Audio):
+        return {"type": "audio_clip", "audio_clip": item}  # (the engine sends it at its model's rate)
     raise InputError(f"{modality} attachments are not supported")
