@@ -66,6 +66,23 @@ class Server:
     proc: subprocess.Popen
     log: Path
     argv: list[str]
+    env: dict[str, str] | None = None
+    module: str = "tests.fast_serve"
+    relaunched: int = 0
+
+    def relaunch_on_another_port(self) -> bool:
+        """Where the server exited because its port was taken meanwhile (another process's ``free_port`` between
+        this one's and the server's bind: another session's tests, say), start it again on a new port; whether it
+        was."""
+        if "Address already in use" not in self.log_tail(20) or self.env is None or self.relaunched >= 3:
+            return False
+        self.relaunched += 1
+        port = free_port()
+        at = self.argv.index("--port")
+        self.argv = [*self.argv[:at + 1], str(port), *self.argv[at + 2:]]
+        self.url = f"http://{HOST}:{port}"
+        self.proc = _launch(self.argv, self.env, self.log, self.module)
+        return True
 
     def log_tail(self, lines: int = 60) -> str:
         with contextlib.suppress(OSError):
@@ -119,13 +136,16 @@ def launch(spec: ModelSpec, model_dir: str, settings: Settings, log: Path, extra
     argv = server_argv(spec, model_dir, settings, port, extra)
     env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*", **cpu_preload()}
-    return Server(spec, f"http://{HOST}:{port}", _launch(argv, env, log, module), log, argv)
+    return Server(spec, f"http://{HOST}:{port}", _launch(argv, env, log, module), log, argv, env, module)
 
 
 async def wait_ready(server: Server) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=5.0) as client:
         while True:
+            if server.proc.poll() is not None and server.relaunch_on_another_port():
+                client.base_url = server.url  # (the port taken meanwhile: once more, on another)
+                continue
             if server.proc.poll() is not None:
                 pytest.fail(f"vLLM server for {server.spec.name} exited with {server.proc.returncode}:\n"
                             f"{server.log_tail()}")
