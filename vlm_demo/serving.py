@@ -62,7 +62,20 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         stop.wait()
     finally:
         _stop_serving(demo, engines, settings, nice_before)
-    return 0
+    _leave()
+    return 0  # (not reached)
+
+
+def _leave() -> None:
+    """End the process once the stop is done (the page closed, the engines and every process of ours ended, the log
+    written): Python's own exit would then wait for the worker threads still in their calls, and an engine's start
+    caught by the stop waits seconds in its thread for the engine it no longer has (the exit test: 5.2 s where the
+    stop took 1.8)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(0)
 
 
 def start_at_launch(demo, engines, spec) -> None:
