@@ -259,9 +259,11 @@ class Renders:
     def note(self, session: str) -> str:
         """The note beside the message box: the files refused from it (until the message is sent) and why the
         message as it stands could not be sent."""
+        refused, problem = self._not_sent.get(session), self._problems.get(session)
         said = [self._task_notes.get(session, ""), self._refused.get(session, ""),
-                f"**not sent**: {refused[0]}" if (refused := self._not_sent.get(session)) else "",
-                f"**cannot be sent**: {problem}" if (problem := self._problems.get(session)) else ""]
+                f"**not sent**: {refused[0]}" if refused else "",
+                # (the reason once: a send refused for what the message as it stands cannot do)
+                f"**cannot be sent**: {problem}" if problem and (not refused or refused[0] != problem) else ""]
         return " · ".join(s for s in said if s)
 
     async def _inspect(self, message, conversation, model, system, urls, controls: Mapping[str, Any],
