@@ -396,9 +396,12 @@ def main(argv: list[str] | None = None) -> int:
                 current = targets[-1]
             if current != first:
                 targets.append(first)
-            for name in targets:
+            for k, name in enumerate(targets):
                 switch_times.append(server.load_model(name))
                 log(f"  switched to {name} in {switch_times[-1]:.1f} s")
+                if k == 1:  # a round trip: every engine the app keeps warm is up (the leak check's baseline)
+                    time.sleep(1.0)
+                    switches["rss_warm_bytes"] = tree_rss(server.proc.pid)
             server.users(first, Load(4, 1, 16), picture)
             time.sleep(1.0)
             switches.update(rss_after_bytes=tree_rss(server.proc.pid), switch_s=switch_times,

@@ -31,6 +31,9 @@ def test_quick_benchmark_runs_and_writes_its_table(tmp_path, report):
         assert f"| {path} | 8 |" in table, path
     data = json.loads((tmp_path / "benchmark.json").read_text())
     assert data["headline"]["app_cpu_per_token_vs_serve"] > 0  # measured: the app's and vllm serve's CPU per token
+    # the leak check's baseline: the engines kept warm after one round trip (two, not one: the switch is to a warm one)
+    assert data["switching"]["rss_warm_bytes"] > data["switching"]["rss_one_engine_bytes"]
+    assert data["headline"]["switch_rss_ratio"] < 1.2, data["switching"]
     assert {r["path"] for r in data["results"]} == {"raw", "service", "gradio", "browser", "serve", "transformers"}
     assert all(r["tokens"] == r["requests"] * 32 for r in data["results"]), "every answer has max_tokens tokens"
     # where the first-token time goes, turns 2-3 with their cached tokens, inspect without an engine
