@@ -47,7 +47,8 @@ class Audio:
     """The file's own bytes (the clip as Export and a remote server send it)."""
     name: str = "the clip"
     """How messages name it (the file name, or a shortened URL)."""
-    _at: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    _at: dict[int, np.ndarray | str] = field(default_factory=dict, repr=False, compare=False)
+    """The clip at each model rate it was asked for, and (keyed by the negated rate) its WAV data URL there."""
 
     @property
     def duration_s(self) -> float:
@@ -71,11 +72,14 @@ class Audio:
     def wav_data_url(self, rate: int) -> str:
         """The clip at ``rate`` (``at``) as a 16-bit WAV ``data:`` URL: what a model's processor gets (the format
         every audio loader reads, at the rate it expects: nothing for it to resample)."""
-        import soundfile as sf
+        key = -rate  # (kept beside the resampled samples: a conversation sends its clips again every turn)
+        if key not in self._at:
+            import soundfile as sf
 
-        out = io.BytesIO()
-        sf.write(out, self.at(rate), rate, format="WAV", subtype="PCM_16")
-        return "data:audio/wav;base64," + base64.b64encode(out.getvalue()).decode("ascii")
+            out = io.BytesIO()
+            sf.write(out, self.at(rate), rate, format="WAV", subtype="PCM_16")
+            self._at[key] = "data:audio/wav;base64," + base64.b64encode(out.getvalue()).decode("ascii")
+        return self._at[key]
 
     def data_url(self) -> str:
         """The file as a base64 ``data:audio/...`` URL."""
