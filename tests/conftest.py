@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from PIL import Image, ImageDraw
 
@@ -90,6 +91,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def command_line(proc: psutil.Process | int) -> str:
+    """A process's command line, or "" once it has ended: a child listed a moment ago may be a zombie its parent has
+    not reaped yet, or gone (psutil raises for either)."""
+    try:
+        return " ".join((psutil.Process(proc) if isinstance(proc, int) else proc).cmdline())
+    except psutil.Error:
+        return ""
 
 
 def run_cli(*args: str, timeout: float = 600, **kwargs: Any) -> subprocess.CompletedProcess:

@@ -16,7 +16,7 @@ from vlm_demo.engine.processes import cpu_preload
 from vlm_demo.registry import Sampling
 from vlm_demo.service import ChatRequest, Delta, Done, Failed, Rendered, Turn
 
-from .conftest import make_image
+from .conftest import command_line, make_image
 from .oracles import internvl_tiles, ovis_tokens, qwen_tokens
 
 pytestmark = [pytest.mark.engine]
@@ -258,7 +258,7 @@ async def test_an_engine_that_cannot_start_names_the_cause(problem, settings, re
     assert "\n" not in str(caught.value)
     assert manager.loaded() == [] and manager.state(spec.name) == "not loaded"
     left = {p.pid for p in psutil.Process().children(recursive=True)} - before
-    assert not [p for p in left if "resource_tracker" not in " ".join(psutil.Process(p).cmdline())]
+    assert not [p for p in left if (line := command_line(p)) and "resource_tracker" not in line]
 
 
 async def test_engines_of_recent_models_stay_warm(service, engines):

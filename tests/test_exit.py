@@ -17,7 +17,7 @@ import pytest
 from vlm_demo.settings import Settings
 
 from .app_harness import connect
-from .conftest import ROOT, free_port, run_cli
+from .conftest import ROOT, command_line, free_port, run_cli
 
 pytestmark = [pytest.mark.engine, pytest.mark.server]
 
@@ -35,19 +35,20 @@ SPAWN_LIMIT_S = 120.0
 
 
 def _ours(pid: int) -> list[psutil.Process]:
-    """The app's processes: its engines' and their forkserver (Python's resource tracker aside)."""
+    """The app's live processes: its engines' and their forkserver (Python's resource tracker aside)."""
     return [p for p in psutil.Process(pid).children(recursive=True)
-            if "multiprocessing.resource_tracker" not in " ".join(p.cmdline())]
+            if (line := command_line(p)) and "multiprocessing.resource_tracker" not in line]
 
 
 def _engine_processes(pid: int, deadline: float) -> list[psutil.Process]:
     """The app's engine processes, once its start-up model's engine has begun to start (the app starts it as it
     comes up: nothing has asked for it); not the forkserver they come from (the app's child, started at launch)."""
     while True:
-        found = [p for p in _ours(pid)
-                 if not (p.ppid() == pid and "multiprocessing.forkserver" in " ".join(p.cmdline()))]
-        if found:
-            return found
+        with contextlib.suppress(psutil.Error):  # (one ended while we looked: look again)
+            found = [p for p in _ours(pid)
+                     if not (p.ppid() == pid and "multiprocessing.forkserver" in command_line(p))]
+            if found:
+                return found
         assert time.monotonic() < deadline, "the start-up model's engine did not start as the app came up"
         time.sleep(0.5)
 

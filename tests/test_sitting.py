@@ -26,7 +26,7 @@ from vlm_demo.settings import Settings
 
 from .app_harness import launch_app
 from .browser import SPLIT_WORDS_JS, Watch, chromium
-from .conftest import ARTIFACTS, ROOT, data_url, make_image
+from .conftest import ARTIFACTS, ROOT, command_line, data_url, make_image
 from .test_journeys import Person
 
 pytestmark = [pytest.mark.engine, pytest.mark.server, pytest.mark.browser]
@@ -243,7 +243,7 @@ def test_one_sitting_across_every_capability(sitting_registry, files, tmp_path, 
         elapsed = time.monotonic() - t0
         _, alive = psutil.wait_procs(ours, timeout=3)  # (a killed process may take a moment to go)
         left = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                and "resource_tracker" not in " ".join(p.cmdline())]
+                and "resource_tracker" not in command_line(p)]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
