@@ -126,6 +126,27 @@ def make_image(width: int, height: int, seed: int = 0) -> Image.Image:
     return image
 
 
+def make_clip_bytes(seconds: float, rate: int = 48_000, channels: int = 2, fmt: str = "WAV") -> bytes:
+    """A deterministic test clip: a 440-Hz tone (a microphone's rate and channels by default)."""
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    t = np.arange(int(seconds * rate)) / rate
+    wave = 0.3 * np.sin(2 * np.pi * 440 * t)
+    out = io.BytesIO()
+    sf.write(out, np.stack([wave] * channels, axis=1), rate, format=fmt, subtype="PCM_16" if fmt == "WAV" else None)
+    return out.getvalue()
+
+
+def make_clip(seconds: float, rate: int = 48_000, name: str = "talk.wav", settings: Settings | None = None):
+    """``make_clip_bytes``'s clip through the app's intake (``intake.Audio``)."""
+    from vlm_demo.intake import load_audio
+
+    return load_audio(make_clip_bytes(seconds, rate), settings or Settings(), name=name)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _artifacts_dir():
     ARTIFACTS.mkdir(exist_ok=True)

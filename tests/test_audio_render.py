@@ -1,4 +1,4 @@
-"""A clip through vLLM's renderer (no engine) on a tiny Qwen2-Audio (``tests/tiny_qwen2_audio.py``): the app takes the
+"""A clip through vLLM's renderer (no engine) on a tiny Qwen2-Audio (``vlm_demo/tiny_models/qwen2_audio.py``): the app takes the
 modality, the placeholder, the feature token and the processor's rate from vLLM, resamples the clip itself (48 kHz
 stereo to 16 kHz mono), and the expansion is the checkpoint's count (25 tokens a second, 750 at most: the 30-s cap),
 the same as transformers' own Qwen2-Audio processor gives. A template that drops the clip's placeholder under the
@@ -25,7 +25,8 @@ from vlm_demo.profile import spec_for_directory
 from vlm_demo.registry import EngineArgs
 from vlm_demo.service import ChatRequest, Turn, to_openai_messages
 
-from . import tiny_qwen2_audio as tiny
+from vlm_demo.families import qwen2_audio as family
+from vlm_demo.tiny_models import qwen2_audio as tiny
 
 PR13_TEMPLATE = (
     "{% set audio_count = namespace(value=0) %}{% for message in messages %}{% if loop.first and message['role'] != "
@@ -69,8 +70,8 @@ def test_a_clip_costs_what_the_checkpoint_says(qwen2_audio, settings):
     assert renderer.modalities == ("audio",) and renderer.audio_rate == 16_000
     three, long = clip(3.0, settings=settings), clip(45.0, rate=44_100, settings=settings)
     out = rendered(renderer, spec, [three, long], settings)
-    assert [r.length for r in out.ranges["audio"]] == [tiny.tokens_for(3.0), tiny.tokens_for(45.0)] == [75, 750]
-    audio_id = renderer.tokenizer.convert_tokens_to_ids(tiny.AUDIO_TOKEN)
+    assert [r.length for r in out.ranges["audio"]] == [family.tokens_for(3.0), family.tokens_for(45.0)] == [75, 750]
+    audio_id = renderer.tokenizer.convert_tokens_to_ids(family.AUDIO_TOKEN)
     assert out.token_ids["audio"] == audio_id
     assert all(set(out.prompt_token_ids[r.offset:r.offset + r.length]) == {audio_id} for r in out.ranges["audio"])
     assert out.prompt.count("<|audio_bos|><|AUDIO|><|audio_eos|>") == 2 and out.content_format == "openai"

@@ -49,9 +49,9 @@ def test_loads_with_the_family_tokens(family, tmp_path):
     if family not in VLLM_CONFIG_CLASS:
         assert AutoConfig.from_pretrained(directory, trust_remote_code=True).model_type == model_type
     tokenizer = AutoTokenizer.from_pretrained(directory, trust_remote_code=True)
-    image_token = adapter.feature_tokens["image"]
-    assert image_token in tokenizer.get_vocab()
-    assert len(tokenizer.tokenize(image_token)) == 1
+    for token in adapter.feature_tokens.values():
+        assert token in tokenizer.get_vocab()
+        assert len(tokenizer.tokenize(token)) == 1
     if getattr(importlib.import_module(f"vlm_demo.tiny_models.{family}"), "CHAT_TEMPLATE", "") is None:
         assert not tokenizer.chat_template  # as the checkpoint: vLLM renders with its fallback for the model type
     else:

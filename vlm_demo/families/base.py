@@ -33,6 +33,10 @@ class ItemGeometry:
     """Videos: feature tokens per group of sampled frames that became tokens together (Qwen2.5-VL: two
     frames per temporal patch; InternVL: one frame each), where the family's rule tells; None: the
     inspector reads the groups from the runs of the feature token in the ids."""
+    feature_frames: int | None = None
+    """Clips: the feature extractor's frames the model takes (Whisper-style: 100 a second), after its cap."""
+    heard_s: float | None = None
+    """Clips: the seconds of the clip those frames cover (a family's cap cuts the rest: Qwen2-Audio's 30 s)."""
 
 
 def no_geometry(image: Image.Image | None) -> ItemGeometry:
@@ -81,8 +85,8 @@ class KnownCount:
     """One item's feature-token count of the real checkpoint, which the tiny model must give too (the
     item's modality is its key in ``Adapter.known_counts``)."""
 
-    size: tuple[int, int]
-    """Width and height of the test image."""
+    size: tuple[int, int] | float
+    """Width and height of the test image; a clip's seconds (a 440-Hz tone at 48 kHz, stereo)."""
     count: int
     """Feature tokens (ids equal to the modality's feature token) the real checkpoint's processor gives."""
     source: str
@@ -160,6 +164,9 @@ class Adapter:
     """The chat template's output from the decoded expanded prompt (each item's expansion back to its
     placeholder), for families whose expansion merges into the text around it (Gemma 3's newlines): a
     remote server gives ids only. None: each item's range stands for its placeholder."""
+    rules: Mapping[str, str] = field(default_factory=dict)
+    """Per modality, how an item's count comes about, in words, where it is one rule for every item (a clip's:
+    "25 tokens a second: ..."); the expansion shows it beside the item."""
     known_counts: Mapping[str, tuple[KnownCount, ...]] = field(default_factory=dict)
     """Per modality, feature-token counts of the real checkpoint, asserted on the tiny model by the tests."""
     breaks: Callable[[tuple[int, int] | None], Mapping[str, int]] | None = None

@@ -1,9 +1,6 @@
-"""Tiny Qwen2-Audio (``Qwen/Qwen2-Audio-7B-Instruct`` layout), a model that listens, with no adapter yet.
-
-It stands for the audio path's tests: the app must take everything from vLLM at run time (the modality, the
-placeholder, the feature token, the counts, the rate its processor takes) and choose the content format the template
-needs. Whisper-style features (128 mel bins, 16 kHz, hop 160, 30-s chunks): 100 frames a second, two stride-2 steps,
-25 tokens a second, at most 750 (vLLM's Qwen2-Audio cuts a clip at 30 s).
+"""The tiny Qwen2-Audio (``Qwen/Qwen2-Audio-7B-Instruct``): its feature extractor (Whisper-style: 128 mel bins,
+16 kHz, hop 160, 30-s chunks: 25 tokens a second, at most 750), its tokenizer's special tokens and chat template,
+with a tiny encoder and language model.
 
 Sources of the real values (stored copies of the checkpoint's Hugging Face pages, read 2026-12-07): config.json
 (``qwen2_audio``, audio_token_index 151646, vocab 156032; the audio encoder: 128 mel bins, 1500 source positions;
@@ -20,11 +17,13 @@ the file itself.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from transformers import Qwen2AudioConfig, Qwen2AudioProcessor, WhisperFeatureExtractor
 
-from vlm_demo.tiny_models.common import LM_SIZES, build_tokenizer, padded_vocab_size, token_id
+from ..families.qwen2_audio import AUDIO_TOKEN, CAP_S, HOP, RATE
+from .common import LM_SIZES, build_tokenizer, padded_vocab_size, token_id, write_json
 
 #: tokenizer_config.json's chat template on the checkpoint's main branch (text only).
 CHAT_TEMPLATE = (
@@ -38,21 +37,12 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>",
                   "<|box_end|>", "<|quad_start|>", "<|quad_end|>"]
 
-AUDIO_TOKEN = "<|AUDIO|>"
-
-
-def tokens_for(seconds: float, rate: int = 16_000) -> int:
-    """The checkpoint's count for a clip of ``seconds`` (its first 30 s): Whisper frames of 160 samples, then the
-    encoder's two stride-2 steps (``Qwen2AudioEncoder._get_feat_extract_output_lengths``)."""
-    frames = min(int(seconds * rate), 30 * rate) // 160
-    return ((frames - 1) // 2 + 1 - 2) // 2 + 1
-
 
 def build(out: Path) -> None:
     """Write the tiny Qwen2-Audio into ``out``."""
     tokenizer = build_tokenizer(SPECIAL_TOKENS, bos=None, eos="<|im_end|>", pad="<|endoftext|>",
                                 chat_template=CHAT_TEMPLATE, extra={"model_max_length": 8192})
-    features = WhisperFeatureExtractor(feature_size=128, sampling_rate=16_000, hop_length=160, chunk_length=30,
+    features = WhisperFeatureExtractor(feature_size=128, sampling_rate=RATE, hop_length=HOP, chunk_length=int(CAP_S),
                                        n_fft=400, padding_value=0.0, return_attention_mask=True)
     processor = Qwen2AudioProcessor(feature_extractor=features, tokenizer=tokenizer)
     config = Qwen2AudioConfig(
@@ -68,3 +58,6 @@ def build(out: Path) -> None:
     processor.save_pretrained(out)
     for name in ("chat_template.json", "chat_template.jinja"):  # (the checkpoint has none: the processor brings
         (out / name).unlink(missing_ok=True)                      # transformers' default as it loads)
+    # the checkpoint's text-only template, where it keeps it: in tokenizer_config.json
+    config_path = out / "tokenizer_config.json"
+    write_json(config_path, {**json.loads(config_path.read_text()), "chat_template": CHAT_TEMPLATE})
