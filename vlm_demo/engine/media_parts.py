@@ -11,7 +11,7 @@ from typing import Any
 
 from PIL import Image
 
-from .types import SampledFrames
+from .types import PEAKS, SampledFrames, SentClip
 
 AUDIO_IO = {"audio_backend": "soundfile"}
 """How vLLM's loader reads the app's clips (16-bit WAVs): libsndfile, the format's own reader (vLLM's "auto" tries
@@ -70,6 +70,22 @@ def _with_audio_urls(message: dict[str, Any], rate: int) -> dict[str, Any]:
     parts = [{"type": "audio_url", "audio_url": {"url": p["audio_clip"].wav_data_url(rate)}}
              if p.get("type") == "audio_clip" else p for p in content]
     return {**message, "content": parts}
+
+
+def _sent_clips(messages: Sequence[dict[str, Any]], rate: int) -> tuple[SentClip, ...]:
+    """The messages' clips (``audio_clip`` parts) as they go to vLLM's processor at ``rate``, in prompt order."""
+    import numpy as np
+
+    found = []
+    for message in messages:
+        for part in _parts(message):
+            if part.get("type") == "audio_clip":
+                clip = part["audio_clip"]
+                samples = np.abs(clip.at(rate))
+                spans = np.array_split(samples, PEAKS) if len(samples) >= PEAKS else [samples]
+                peaks = tuple(round(float(s.max(initial=0.0)), 3) for s in spans)
+                found.append(SentClip(clip.name, clip.duration_s, clip.rate, clip.channels, rate, peaks))
+    return tuple(found)
 
 
 def _unwrap_plain_embeds(prompt: dict[str, Any]) -> None:

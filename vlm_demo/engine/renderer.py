@@ -24,7 +24,8 @@ from ..families import Adapter, ItemGeometry, no_geometry
 from ..profile import Profile
 from ..registry import ModelSpec, Sampling
 from .media_parts import (AUDIO_IO, AUDIO_RATE, _inputs_by_modality, _item_named, _parts,
-                          _sampled, _unwrap_plain_embeds, _with_audio_urls, _with_torch_embeds)
+                          _sampled, _sent_clips, _unwrap_plain_embeds, _with_audio_urls,
+                          _with_torch_embeds)
 from .runs import kept_tags, token_runs
 from .types import ItemRange, RenderedPrompt
 
@@ -194,6 +195,7 @@ class Renderer:
         from vllm.renderers.hf import resolve_chat_template_content_format
 
         kwargs = dict(mm_kwargs)
+        clips = _sent_clips(messages, self.audio_rate) if "audio" in self.modalities else ()
         messages = [_with_audio_urls(_with_torch_embeds(m), self.audio_rate) for m in messages]
         if any(p.get("type") == "audio_url" for m in messages for p in _parts(m)):  # (the app's WAVs: libsndfile's,
             media_io = {**(media_io or {}), "audio": {**AUDIO_IO, **(media_io or {}).get("audio", {})}}  # no probing)
@@ -207,7 +209,7 @@ class Renderer:
         inputs["video"] = [f.first if f else None for f in frames["video"]]
         ranges, geometry, token_ids = self._items(engine_input, ids, inputs, kwargs)
         # the note speaks of the image rule (the tiles or grid drawn over an image)
-        note = (None if "image" in self.adapter.geometry
+        note = (None if "image" in self.adapter.geometry or "image" not in self.modalities
                 else f"no geometry adapter for {self.model_config.hf_config.model_type}")
         return RenderedPrompt(
             model=self.spec.name,
@@ -225,7 +227,8 @@ class Renderer:
             max_model_len=self.max_model_len,
             engine_input=engine_input,
             media_io_kwargs={m: dict(v) for m, v in (media_io or {}).items()},
-            frames={m: tuple(f.sampled if f else None for f in found) for m, found in frames.items() if found},
+            frames={**{m: tuple(f.sampled if f else None for f in found) for m, found in frames.items() if found},
+                    **({"audio": clips} if clips else {})},
         )
 
     async def _engine_input(self, messages: Sequence[dict[str, Any]], kwargs: dict[str, Any],

@@ -42,6 +42,28 @@ class SampledFrames:
 
 
 @dataclass(frozen=True)
+class SentClip:
+    """One clip as the app hands it to vLLM's processor: mono, resampled to the model's rate."""
+
+    name: str
+    """The clip's file name (or shortened URL)."""
+    seconds: float
+    """Its whole length."""
+    rate_in: int
+    """Its own sampling rate, as the file says."""
+    channels: int
+    """Channels in the file (mixed to one)."""
+    rate: int
+    """The rate it was sent at: the model's feature extractor's."""
+    peaks: tuple[float, ...] = ()
+    """Its waveform for drawing: the loudest sample of each of ``PEAKS`` equal spans, in [0, 1]."""
+
+
+PEAKS = 480
+"""Spans a clip's drawn waveform is made of."""
+
+
+@dataclass(frozen=True)
 class RenderedPrompt:
     """What vLLM's renderer produced for one request: exactly what generation consumes."""
 
@@ -75,9 +97,9 @@ class RenderedPrompt:
     """vLLM's engine input, handed unchanged to ``Engine.stream``."""
     media_io_kwargs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Per-request media loading options per modality (``{"video": {"num_frames": 8}}``), as sent."""
-    frames: Mapping[str, tuple[SampledFrames | None, ...]] = field(default_factory=dict)
-    """Per time-based modality ("video"), one entry per item: the frames vLLM sampled (None where the
-    renderer does not say, e.g. a remote server)."""
+    frames: Mapping[str, tuple[SampledFrames | SentClip | None, ...]] = field(default_factory=dict)
+    """Per time-based modality, one entry per item: a video's frames vLLM sampled, a clip as it was sent (None
+    where the renderer does not say, e.g. a remote server's sampling)."""
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,20 @@ class Expansion:
     """Images: the page's number in that document, from 1."""
     dpi: int | None = None
     """Images: the resolution the page was rasterised at (its ``orig_size`` is the rasterised size)."""
+    name: str | None = None
+    """Clips: the file's name."""
+    seconds: float | None = None
+    """Clips: the whole clip's length."""
+    rate_in: int | None = None
+    """Clips: its own sampling rate, as the file says."""
+    rate: int | None = None
+    """Clips: the rate the app sent it at (the model's feature extractor's; resampled with soxr)."""
+    feature_frames: int | None = None
+    """Clips: the feature extractor's frames the model took, where the family's rule reads them."""
+    heard_s: float | None = None
+    """Clips: the seconds those frames cover (less than ``seconds`` where the family's cap cut the clip)."""
+    rule: str | None = None
+    """Clips: how the count comes about, in the family's words."""
 
     def group_frames(self, k: int) -> tuple[int, ...]:
         """The 0-based sampled frames of group ``k`` (empty where the frames per group are not known)."""
@@ -64,6 +78,10 @@ VIDEO_FIELDS = ("num_frames", "timestamps_s", "groups", "frames_per_group")
 """``Expansion`` fields that only videos have (left out of an image's JSON)."""
 PAGE_FIELDS = ("source", "page", "dpi")
 """``Expansion`` fields that only images have: where a document's page came from (left out of a video's JSON)."""
+AUDIO_FIELDS = ("name", "seconds", "rate_in", "rate", "feature_frames", "heard_s", "rule")
+"""``Expansion`` fields that only clips have."""
+PICTURE_FIELDS = ("orig_size", "processed_size", "grid", "thumbnail")
+"""``Expansion`` fields that clips have not (left out of a clip's JSON)."""
 Origin = tuple[str, int, int]
 """Where an image came from when it is a document's page: (the document's file name, the page from 1, its DPI)."""
 
@@ -126,8 +144,8 @@ class Inspection:
     """Where one character spans several tokens (a byte-level tokenizer's pieces of a multi-byte character, each
     alone no text): ``{position: (tokens, the character(s))}``, so the prompt view shows the character."""
     frames: Mapping[str, tuple[tuple[Any, ...], ...]] = field(default_factory=dict)
-    """Per time-based modality ("video"), per item: small pictures of the frames vLLM's loader sampled
-    (empty where the renderer does not give them), for the contact sheet."""
+    """Per time-based modality, per item: what the panels draw (empty where the renderer does not give it): a video's
+    frames vLLM's loader sampled, small pictures for the contact sheet; a clip's waveform peaks."""
 
     def expansions(self) -> tuple[Expansion, ...]:
         """Every item of every modality, in prompt order."""
@@ -137,10 +155,12 @@ class Inspection:
 def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
             token_texts: Mapping[int, str] | None = None,
             joined: Mapping[int, tuple[int, str]] | None = None,
-            special_tokens: tuple[str, ...] = (), origins: Sequence[Origin | None] = ()) -> Inspection:
+            special_tokens: tuple[str, ...] = (), origins: Sequence[Origin | None] = (),
+            rules: Mapping[str, str] | None = None) -> Inspection:
     """Build the inspection of one rendered request (``token_texts``: each id's own text, where known;
     ``joined``: characters that span several tokens; ``special_tokens``: the renderer's; ``origins``: per image in
-    prompt order, the document page it is, or None)."""
+    prompt order, the document page it is, or None; ``rules``: the family's count rule in words per modality)."""
+    rules = rules or {}
     ids = rendered.prompt_token_ids
     items = {
         modality: tuple(
@@ -160,6 +180,8 @@ def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
                    if modality == "video" else {}),
                 **(dict(zip(PAGE_FIELDS, origin, strict=True))
                    if modality == "image" and (origin := _nth(tuple(origins), i)) is not None else {}),
+                **(_clip_fields(g, _nth(rendered.frames.get(modality), i), rules.get(modality))
+                   if modality == "audio" else {}),
             )
             for i, (r, g) in enumerate(zip(ranges, rendered.geometry[modality], strict=True))
         )
@@ -182,8 +204,23 @@ def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
         media_io={m: dict(v) for m, v in rendered.media_io_kwargs.items()},
         joined=dict(joined or {}),
         special_tokens=tuple(special_tokens),
-        frames={m: tuple(f.thumbnails if f is not None else () for f in found) for m, found in rendered.frames.items()},
+        frames={m: tuple(_drawn(f) for f in found) for m, found in rendered.frames.items()},
     )
+
+
+def _drawn(sent: Any) -> tuple[Any, ...]:
+    """What the panels draw of a time-based item: a video's frame thumbnails, a clip's waveform peaks."""
+    if sent is None:
+        return ()
+    return tuple(sent.peaks) if hasattr(sent, "peaks") else tuple(sent.thumbnails)
+
+
+def _clip_fields(g: Any, sent: Any, rule: str | None) -> dict[str, Any]:
+    """A clip's figures: as the app sent it (None from a remote server's render) and what the family's rule read."""
+    out: dict[str, Any] = {"feature_frames": g.feature_frames, "heard_s": g.heard_s, "rule": rule}
+    if sent is not None:
+        out.update(name=sent.name, seconds=round(sent.seconds, 3), rate_in=sent.rate_in, rate=sent.rate)
+    return out
 
 
 def _nth(found: tuple[Any, ...] | None, i: int) -> Any:
@@ -225,14 +262,17 @@ def to_json(inspection: Inspection) -> dict[str, Any]:
         "max_model_len": inspection.budget.max_model_len,
         "num_image_tokens": 0,
         "num_video_tokens": 0,
+        "num_audio_tokens": 0,
         "num_text_tokens": inspection.budget.text_tokens,
         "images": [],
         "videos": [],
+        "audios": [],
         "geometry_note": inspection.geometry_note,
     }
     for modality, found in inspection.items.items():
         out[f"num_{modality}_tokens"] = inspection.budget.media_tokens[modality]
-        skip = {"index", "modality", *(VIDEO_FIELDS if modality != "video" else PAGE_FIELDS)}
+        skip = {"index", "modality", *(VIDEO_FIELDS if modality != "video" else PAGE_FIELDS),
+                *(AUDIO_FIELDS if modality != "audio" else (*PICTURE_FIELDS, *PAGE_FIELDS))}
         out[f"{modality}s"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(e).items()
                                 if k not in skip} for e in found]
     return out
@@ -259,6 +299,10 @@ def report_text(inspection: Inspection) -> str:
     if inspection.geometry_note:
         lines.append(f"--- {inspection.geometry_note}: counts, ids and ranges are vLLM's")
     for e in inspection.expansions():
+        if e.modality == "audio":
+            lines.append(f"audio {e.index}: {e.count} x {e.placeholder!r} token {e.token_id} at "
+                         f"[{e.offset}, {e.offset + e.length}) {clip_text(e)}")
+            continue
         grid = f" grid {e.grid[0]}x{e.grid[1]}" if e.grid else ""
         thumb = " + thumbnail" if e.thumbnail else ""
         lines.append(f"{e.modality} {e.index}: {e.count} x {e.placeholder!r} token {e.token_id} at "
@@ -270,6 +314,30 @@ def report_text(inspection: Inspection) -> str:
     return "\n".join(lines)
 
 
+def clip_text(e: Expansion) -> str:
+    """A clip's figures in words: "5.0 s at 48 kHz -> 16 kHz: 125 tokens (500 mel frames; 25 tokens a second: ...)";
+    what a cap cut ("30.0 of 45.0 s heard: the last 15.0 s were cut; split the clip")."""
+    def khz(rate: int) -> str:
+        return f"{rate / 1000:g} kHz"
+    sent = (f"{e.seconds:.1f} s at {khz(e.rate_in)} -> {khz(e.rate)}" if e.seconds is not None and e.rate_in and e.rate
+            else "sent by the server")
+    frames = f"{e.feature_frames:,} feature frames" if e.feature_frames else ""
+    why = "; ".join(x for x in (frames, e.rule or "") if x)
+    text = f"{sent}: {e.count:,} tokens" + (f" ({why})" if why else "")
+    cut = cut_seconds(e)
+    if cut:
+        text += f"; {e.heard_s:.1f} of {e.seconds:.1f} s heard: the last {cut:.1f} s were cut; split the clip"
+    return text
+
+
+def cut_seconds(e: Expansion) -> float:
+    """The seconds of a clip its family's cap left unheard (0.0: none, or not known)."""
+    if e.heard_s is None or e.seconds is None:
+        return 0.0
+    cut = e.seconds - e.heard_s
+    return cut if cut >= 0.05 else 0.0
+
+
 def prefill_work(inspection: Inspection) -> str:
     """What a prefill works on, in words: the views the vision encoder runs over (a tiling family's tiles and
     thumbnail, a video's sampled frames, else one per picture), the vision tokens they become, and the prompt
@@ -279,17 +347,23 @@ def prefill_work(inspection: Inspection) -> str:
         if not found:
             continue
         n = len(found)
-        noun = {"image": "picture"}.get(modality, modality) + ("s" if n != 1 else "")
+        noun = {"image": "picture", "audio": "clip"}.get(modality, modality) + ("s" if n != 1 else "")
         if modality == "video":
             frames = sum(e.num_frames or 0 for e in found)
             parts.append(f"{frames} frames of {n} {noun}" if frames else f"{n} {noun}")
             continue
+        if modality == "audio":
+            parts.append(f"{n} {noun} ({sum(e.heard_s or e.seconds or 0.0 for e in found):.1f} s)")
+            continue
         views = sum(e.grid[0] * e.grid[1] + (1 if e.thumbnail else 0) if e.grid and e.thumbnail is not None else 1
                     for e in found)
         parts.append(f"{views} views of {n} {noun}" if views != n else f"{n} {noun}")
-    vision = sum(e.count for found in inspection.items.values() for e in found)  # (feature tokens, no markers)
+    tokens = {kind: sum(e.count for m, found in inspection.items.items() for e in found  # (feature tokens, no
+                        if (m == "audio") == (kind == "audio"))                      # markers)
+              for kind in ("vision", "audio")}
+    counted = " and ".join(f"{n:,} {kind} tokens" for kind, n in tokens.items() if n)
     prompt = f"a {inspection.budget.total:,}-token prompt"
-    return f"{' and '.join(parts)}, {vision:,} vision tokens, in {prompt}" if parts else prompt
+    return f"{' and '.join(parts)}, {counted}, in {prompt}" if parts else prompt
 
 
 def _is_token(text: str) -> bool:

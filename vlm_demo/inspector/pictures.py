@@ -75,3 +75,57 @@ def contact_sheet(expansion: Expansion, thumbnails: tuple[Image.Image, ...], col
         draw.text((x, y + frame_h + 4), f"frame {i + 1} · {when}\n{tokens}", fill=(20, 20, 20), font=font,
                   spacing=4)
     return sheet
+
+
+CLIP_COLOURS = ((38, 166, 154), (0, 105, 92))
+"""Fill of a clip's waveform in alternate token spans (the budget bar's audio colour, and a darker one)."""
+
+
+def waveform(expansion: Expansion, peaks: tuple[float, ...], width: int = 960, height: int = 240) -> Image.Image:
+    """A clip's waveform over its whole length with its tokens' spans marked as a picture's grid is drawn over it:
+    alternate spans of ``step`` tokens in alternate colours, each labelled with its first position in the prompt;
+    what the family's cap cut greyed out and named."""
+    from PIL import ImageFont
+
+    from .core import cut_seconds
+
+    text_px = 16
+    top, bottom = 2 * text_px + 12, text_px + 14  # (a title line and a range line; the positions below)
+    out = Image.new("RGB", (width, height), (250, 250, 250))
+    draw = ImageDraw.Draw(out, "RGBA")
+    font = ImageFont.load_default(size=text_px)
+    seconds = expansion.seconds or expansion.heard_s or 1.0
+    heard = expansion.heard_s if expansion.heard_s is not None else seconds
+    x_of = lambda s: round(min(s, seconds) / seconds * (width - 1))  # noqa: E731
+    mid, half = (top + height - bottom) // 2, (height - bottom - top) // 2 - 2
+    n = max(1, expansion.count)
+    step = next((k for k in (1, 5, 10, 25, 50, 100, 250, 500) if n / k <= 16), 1000)
+    per_token = heard / n
+    for k, first in enumerate(range(0, n, step)):
+        x0, x1 = x_of(first * per_token), x_of(min(n, first + step) * per_token)
+        draw.rectangle([x0, top, x1, height - bottom], fill=(*CLIP_COLOURS[k % 2], 28))
+        colour = CLIP_COLOURS[k % 2]
+        for i, peak in enumerate(peaks):
+            x = round(i / len(peaks) * (width - 1))
+            if x0 <= x < x1 or (x1 == width - 1 and x == x1):
+                h = max(1, round(peak * half))
+                draw.line([(x, mid - h), (x, mid + h)], fill=colour, width=max(1, width // len(peaks)))
+        if x1 - x0 >= 44 or k % 2 == 0:
+            draw.text((x0 + 2, height - bottom + 4), f"{expansion.offset + first:,}", fill=(60, 60, 60), font=font)
+    cut = cut_seconds(expansion)
+    if cut:
+        x = x_of(heard)
+        for i, peak in enumerate(peaks):
+            px = round(i / len(peaks) * (width - 1))
+            if px > x:
+                h = max(1, round(peak * half))
+                draw.line([(px, mid - h), (px, mid + h)], fill=(170, 170, 170), width=max(1, width // len(peaks)))
+        draw.rectangle([x, top, width - 1, height - bottom], fill=(120, 120, 120, 60))
+        draw.line([(x, top), (x, height - bottom)], fill=(229, 57, 53), width=3)
+        draw.text((x + 6, top + 4), f"not heard: the last {cut:.1f} s", fill=(183, 28, 28), font=font)
+    title = f"{expansion.name or 'clip'}: {seconds:.1f} s, {n:,} tokens at {expansion.offset:,}-" \
+            f"{expansion.offset + expansion.length - 1:,}; spans of {step} token{'s' if step != 1 else ''}"
+    draw.text((4, 4), title, fill=(30, 30, 30), font=font)
+    draw.text((4, 4 + text_px + 4), f"{heard:.1f} s heard" + (f" of {seconds:.1f}" if cut else ""),
+              fill=(30, 30, 30), font=font)
+    return out

@@ -158,7 +158,7 @@ class ChatService:
         origins = [(item.source, item.number, item.dpi) if isinstance(item, Page) else None
                    for item in request.items("image")]
         return inspect(rendered, engine.token_runs(ids), texts, engine.joined_texts(ids, texts), engine.special_tokens,
-                       origins)
+                       origins, engine.adapter.rules)
 
     async def _prepare(self, found: profile.Profile, engine: Renderer,
                        request: ChatRequest) -> tuple[RenderedPrompt, Sampling, Inspection | None]:

@@ -54,7 +54,7 @@ mark.ph, mark.ph * { background: #ffd54f; color: #000; } mark.sp, mark.sp * { ba
 .audit { border-left: 4px solid #9e9e9e; padding: 2px 8px; margin: 0 0 6px; }  /* an endpoint model's render audit */
 .audit-equal { border-left-color: #2e7d32; } .audit-differs { border-left-color: #c62828; }
 .audit pre { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; margin: 4px 0; }
-.budget .image { background: #ff7043; } .budget .video { background: #ab47bc; } .budget .txt { background: #42a5f5; }
+.budget .image { background: #ff7043; } .budget .video { background: #ab47bc; } .budget .audio { background: #26a69a; } .budget .txt { background: #42a5f5; }
 """ + PROMPT_CSS
 HEAD = """<style>
 /* The tables' type: each number stays whole in its column (TABLE_WIDTHS), in smaller type where the table is narrow
@@ -268,7 +268,7 @@ def _expansion_panels() -> dict[str, Any]:
     gr.Markdown("### 2 · Placeholder expansion")
     parts["budget"] = gr.HTML(elem_id="budget")
     parts["runs"] = gr.Textbox(label="Token sequence (runs)", lines=4, max_lines=10, elem_id="runs")
-    parts["table"] = gr.Dataframe(headers=TABLE_HEADERS, label="Images and videos", elem_id="image-table",
+    parts["table"] = gr.Dataframe(headers=TABLE_HEADERS, label="Images, videos and clips", elem_id="image-table",
                                   interactive=False, wrap=True, column_widths=TABLE_WIDTHS)
     parts["gallery"] = gr.Gallery(label="What the processor did", preview=True, height=GALLERY_HEIGHT,
                                   object_fit="contain", elem_id="overlays")
@@ -285,9 +285,9 @@ def _chat_panel(service: ChatService) -> dict[str, Any]:
     parts["message"] = gr.MultimodalTextbox(file_types=["image", *VIDEO_SUFFIXES, *AUDIO_SUFFIXES, *DOCUMENT_SUFFIXES,
                                                     ".safetensors"],
                                         file_count="multiple", elem_id="question", label="Message",
-                                        show_label=False,
-                                        placeholder="Ask about images, videos or PDF documents (upload, paste "
-                                                    "or drop them here)")
+                                        show_label=False, sources=["upload", "microphone"],
+                                        placeholder="Ask about images, videos, PDF documents or sound (upload, "
+                                                    "paste or drop them here, or record)")
     parts["message_note"] = gr.Markdown(elem_id="message-note")
     parts["attached"] = gr.Textbox(visible="hidden", elem_id="attached", container=False)
     parts["urls"] = gr.Textbox(label="Image or video URLs (one a line; http(s) from allowed hosts, or data:)",

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..export import chat_completions_body, curl_command, pages_snippet, python_snippet, serve_command
-from ..inspector import Expansion, Inspection, contact_sheet, prompt_html, run_length_text
+from ..inspector import (Expansion, Inspection, clip_text, contact_sheet, cut_seconds, prompt_html,
+                         run_length_text, waveform)
 from ..inspector.verdict import Verdict
 from ..intake import Page, page_ranges, picture
 from ..service import ChatRequest, ChatService, page_requests
@@ -45,7 +46,10 @@ def budget_html(inspection: Inspection) -> str:
             f'text {b.text_tokens:,} · ' + (f"free {b.free:,}" if b.free > 0 else
                                             f"<b>no room for an answer ({b.total - b.max_model_len:,} over the "
                                             "context): it cannot be sent</b>") + '</p>'
-            + (f'<p class="budget-documents">{html.escape(docs)}</p>' if (docs := documents_text(inspection)) else ""))
+            + (f'<p class="budget-documents">{html.escape(docs)}</p>' if (docs := documents_text(inspection)) else "")
+            + "".join(f'<p class="budget-clip{" cut" if cut_seconds(e) else ""}">{html.escape(item_name(e))}'
+                      f'{f" ({html.escape(e.name)})" if e.name else ""}: {html.escape(clip_text(e))}</p>'
+                      for e in inspection.items.get("audio", ())))
 
 
 def unsendable(inspections: Sequence[Inspection]) -> str:
@@ -97,6 +101,9 @@ def documents_text(inspection: Inspection) -> str:
 def image_table(inspection: Inspection) -> list[list[Any]]:
     """One row per multimodal item for the expansion table (``TABLE_HEADERS``)."""
     def size(e: Expansion) -> str:
+        if e.modality == "audio":
+            return (f"{e.seconds:.1f} s, {e.rate_in / 1000:g} → {e.rate / 1000:g} kHz"
+                    if e.seconds is not None and e.rate_in and e.rate else "-")
         shown = f"{e.orig_size[0]}x{e.orig_size[1]}" if e.orig_size else "-"
         if e.dpi:
             shown += f" at {e.dpi} dpi"
@@ -107,6 +114,9 @@ def image_table(inspection: Inspection) -> list[list[Any]]:
     def grid(e: Expansion) -> str:
         if e.modality == "video":
             return frames_text(e)
+        if e.modality == "audio":
+            frames = f"{e.feature_frames:,} frames" if e.feature_frames else "-"
+            return frames + (f", last {cut:.1f} s cut" if (cut := cut_seconds(e)) else "")
         shown = f"{e.grid[0]}x{e.grid[1]}" if e.grid else "-"
         return shown + (" + thumbnail" if e.thumbnail else "")
     return [[item_name(e), f"{inspection.token_texts.get(e.token_id, e.placeholder)} ({e.token_id})", e.count,
@@ -147,6 +157,11 @@ def panels(service: ChatService, inspection: Inspection, request: ChatRequest) -
         if thumbnails:
             gallery.append((image_file(contact_sheet(video, thumbnails), OVERLAYS),
                             f"video {video.index + 1}: {frames_text(video)}"))
+    for clip in inspection.items.get("audio", ()):
+        peaks = _nth_frames(inspection, clip.index, "audio")
+        if peaks:
+            cut = f", the last {c:.1f} s cut" if (c := cut_seconds(clip)) else ""
+            gallery.append((image_file(waveform(clip, peaks), OVERLAYS), f"{item_name(clip)}: {clip.count} tokens{cut}"))
     return {"prompt": header + prompt_html(inspection, inspection.special_tokens), "runs": run_length_text(inspection),
             "table": image_table(inspection), "gallery": gallery, "budget": budget_html(inspection)}
 
@@ -242,10 +257,10 @@ def settings_text(inspection: Inspection) -> str:
     line += " (the checkpoint's own config for the rest)" if inspection.mm_kwargs else " (the checkpoint's own config)"
     for modality, options in inspection.media_io.items():
         if options:
-            line += f" · {modality} sampling: {pairs(options)}"
+            line += f" · {modality} {'sampling' if modality == 'video' else 'loading'}: {pairs(options)}"
     return line
 
 
-def _nth_frames(inspection: Inspection, index: int) -> tuple[Any, ...]:
-    found = inspection.frames.get("video", ())
+def _nth_frames(inspection: Inspection, index: int, modality: str = "video") -> tuple[Any, ...]:
+    found = inspection.frames.get(modality, ())
     return found[index] if index < len(found) else ()
