@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
-import soundfile as sf
 
 from vlm_demo.engine import EngineManager
 from vlm_demo.errors import InputError
@@ -27,6 +24,8 @@ from vlm_demo.service import ChatRequest, Turn, to_openai_messages
 
 from vlm_demo.families import qwen2_audio as family
 from vlm_demo.tiny_models import qwen2_audio as tiny
+
+from .conftest import make_clip, make_clip_bytes, run_cli
 
 PR13_TEMPLATE = (
     "{% set audio_count = namespace(value=0) %}{% for message in messages %}{% if loop.first and message['role'] != "
@@ -39,14 +38,6 @@ PR13_TEMPLATE = (
 )
 """The chat template of the checkpoint's unmerged PR #13 (chat_template.json): its audio test misses vLLM's
 ``{"type": "audio"}`` parts."""
-
-
-def clip(seconds: float, rate: int = 48_000, name: str = "talk.wav", settings=None):
-    t = np.arange(int(seconds * rate)) / rate
-    wave = 0.3 * np.sin(2 * np.pi * 440 * t)
-    out = io.BytesIO()
-    sf.write(out, np.stack([wave, wave], axis=1), rate, format="WAV", subtype="PCM_16")
-    return load_audio(out.getvalue(), settings, name=name)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +59,7 @@ def rendered(renderer, spec, clips, settings):
 def test_a_clip_costs_what_the_checkpoint_says(qwen2_audio, settings):
     _, spec, renderer = qwen2_audio
     assert renderer.modalities == ("audio",) and renderer.audio_rate == 16_000
-    three, long = clip(3.0, settings=settings), clip(45.0, rate=44_100, settings=settings)
+    three, long = make_clip(3.0, settings=settings), make_clip(45.0, rate=44_100, settings=settings)
     out = rendered(renderer, spec, [three, long], settings)
     assert [r.length for r in out.ranges["audio"]] == [family.tokens_for(3.0), family.tokens_for(45.0)] == [75, 750]
     audio_id = renderer.tokenizer.convert_tokens_to_ids(family.AUDIO_TOKEN)
@@ -94,7 +85,7 @@ def test_a_template_that_drops_the_clip_is_rendered_as_string(qwen2_audio, tmp_p
     changed = dataclasses.replace(spec, name="tiny-qwen2-audio-pr13", path=str(other))
     renderer = EngineManager(settings).start_renderer(changed)
     assert renderer.content_format == "string"
-    found = rendered(renderer, changed, [clip(3.0, settings=settings)], settings)
+    found = rendered(renderer, changed, [make_clip(3.0, settings=settings)], settings)
     assert found.content_format == "string" and [r.length for r in found.ranges["audio"]] == [75]
     assert "Audio 1: <|audio_bos|><|AUDIO|><|audio_eos|>" in found.prompt
     # what "openai" (vLLM's detection) would have done: the clip refused inside vLLM's processor (an assertion
@@ -102,4 +93,45 @@ def test_a_template_that_drops_the_clip_is_rendered_as_string(qwen2_audio, tmp_p
     forced = dataclasses.replace(changed, name="tiny-qwen2-audio-pr13-openai", chat_template_content_format="openai")
     with pytest.raises(InputError, match=r"the chat template left out the placeholder of audio 1 \(vLLM: Failed to "
                        r"apply prompt replacement"):
-        rendered(EngineManager(settings).start_renderer(forced), forced, [clip(3.0, settings=settings)], settings)
+        rendered(EngineManager(settings).start_renderer(forced), forced, [make_clip(3.0, settings=settings)], settings)
+
+
+async def test_the_expansion_says_what_a_clip_cost(service, settings, tmp_path):
+    """Issue 47's "what a clip cost": per clip its seconds, its rate before and after, the feature frames, the tokens,
+    the family's rule, its range, and what the cap cut (a 45-s clip to Qwen2-Audio: 30 s heard) in the row, the line
+    under the budget, ``inspect --json`` and the waveform (its unheard end greyed out past a red line); the CLI's
+    ids are vLLM's renderer's."""
+    from vlm_demo.inspector import to_json, waveform
+    from vlm_demo.ui.panels import budget_html, image_table
+
+    five, long = make_clip(5.0, settings=settings), make_clip(45.0, 44_100, name="long.flac", settings=settings)
+    request = ChatRequest(model="tiny-qwen2-audio", turns=(Turn("user", "What is said?", {"audio": (five, long)}),))
+    inspection = await service.inspect(request, start_engine=False)
+    a, b = inspection.items["audio"]
+    assert (a.count, a.seconds, a.rate_in, a.rate, a.feature_frames, a.heard_s) == (125, 5.0, 48_000, 16_000, 500, 5.0)
+    assert (b.count, b.seconds, b.rate_in, b.feature_frames, b.heard_s) == (750, 45.0, 44_100, 3000, 30.0)
+    shown = budget_html(inspection)
+    assert "5.0 s at 48 kHz -&gt; 16 kHz: 125 tokens (500 feature frames; 25 tokens a second" in shown
+    assert "30.0 of 45.0 s heard: the last 15.0 s were cut; split the clip" in shown
+    assert [row[4:] for row in image_table(inspection)] == [["5.0 s, 48 → 16 kHz", "500 frames"],
+                                                             ["45.0 s, 44.1 → 16 kHz", "3,000 frames, last 15.0 s cut"]]
+    assert inspection.geometry_note is None  # (no picture: no grid to miss)
+    found = to_json(inspection)
+    assert found["num_audio_tokens"] == 875 and [c["seconds"] for c in found["audios"]] == [5.0, 45.0]
+    assert "orig_size" not in found["audios"][0] and "seconds" not in json.dumps(found["images"])
+    picture = waveform(b, inspection.frames["audio"][1])
+    w, h = picture.size
+    cut_x = round(30 / 45 * (w - 1))
+    heard, unheard = picture.getpixel((cut_x // 2, h // 2)), picture.getpixel(((cut_x + w) // 2, h // 2))
+    assert heard[1] > heard[0] + 40 and abs(unheard[0] - unheard[1]) < 12, (heard, unheard)  # teal, then grey
+    assert picture.getpixel((cut_x, h // 3))[0] > 200  # the red line where hearing stops
+
+    path = tmp_path / "long.wav"
+    path.write_bytes(make_clip_bytes(45.0, 44_100))
+    result = run_cli("inspect", "--model", "tiny-qwen2-audio", "--audio", str(path), "--text", "What is said?", "--json")
+    assert result.returncode == 0, result.stderr[-2000:]
+    cli = json.loads(result.stdout)
+    alone = await service.inspect(ChatRequest(model="tiny-qwen2-audio", turns=(Turn(
+        "user", "What is said?", {"audio": (load_audio(path, settings),)}),)), start_engine=False)
+    assert cli["prompt_token_ids"] == list(alone.prompt_token_ids)
+    assert [(c["count"], c["heard_s"], c["seconds"], c["rate_in"]) for c in cli["audios"]] == [(750, 30.0, 45.0, 44_100)]
