@@ -29,17 +29,24 @@ LOG_PROBLEMS = re.compile(r"Traceback|\bERROR\b|force killing")
 
 
 @contextlib.contextmanager
-def chromium():
-    """Debian's Chromium, headless, driven by Playwright (no browser download)."""
+def chromium(*args: str):
+    """Debian's Chromium, headless, driven by Playwright (no browser download); ``args``: more of its flags
+    (``fake_microphone``)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", *args])
         try:
             yield browser
         finally:
             browser.close()
+
+
+def fake_microphone(wav: Path) -> tuple[str, ...]:
+    """Chromium's flags for a microphone that plays ``wav`` (a page's recording records it), allowed at once."""
+    return ("--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={wav}")
 
 
 OBSERVE_JS = """() => {

@@ -465,7 +465,94 @@ def model_journey(person: Person, spec, pictures, first: bool, compare_with=None
 def journey_models(registry) -> list:
     """The chat models' journeys: every tiny model but the document readers (a family with tasks: no chat to have,
     and DeepSeek-OCR's full-size encoders take 20-60 s a page here)."""
-    return [m for m in registry.models if m.tiny and not families.get(m.family).tasks and (not ONLY or m.name in ONLY)]
+    return [m for m in registry.models if m.tiny and not families.get(m.family).tasks and (not ONLY or m.name in ONLY)
+            and m.engine_args.limit_mm_per_prompt.get("image", 0)]  # (a model that only listens: its own journey)
+
+
+def listening_models(registry) -> list:
+    """The tiny models that take clips (their journey: ``listening_journey``)."""
+    return [m for m in registry.models if m.tiny and m.engine_args.limit_mm_per_prompt.get("audio", 0)
+            and (not ONLY or m.name in ONLY)]
+
+
+def listening_journey(person: Person, spec, clips: dict[str, Path]) -> None:
+    """Issue 47's journey for a model that listens: record a clip with the message box's microphone (Chromium's fake
+    capture device plays a WAV): its seconds, rates and tokens and its waveform before sending; ask; a long answer
+    stopped, retried, stopped; a 45-s clip: what its cap cuts, said before sending; a file that is no clip: one line
+    beside the box, nothing else changed; Clear."""
+    watch, page = person.watch, person.page
+    person.pick(spec)
+    page.get_by_label("Record audio").click()
+    page.get_by_label("Start recording").click()
+    page.wait_for_timeout(2500)
+    page.locator("#question .stop-button").first.click()
+    page.get_by_label("Attach audio").click(timeout=10_000)
+    page.locator("#question textarea").fill("What is said?")
+    person.wait("() => /audio 1 \\(audio.wav\\): [\\d.]+ s at (44.1|48) kHz -> 16 kHz: \\d+ tokens/"
+                ".test(document.querySelector('#budget').innerText)", timeout_s=60)
+    person.settle()
+    assert page.locator("#overlays img").count() >= 1  # the waveform
+    assert "audio 1" in page.locator("#image-table").inner_text()
+    watch.check(f"{spec.name}: a clip recorded, its cost shown")
+    person.ask()
+    assert page.locator("#chat .user").last.locator("audio").count() == 1  # the clip plays in the chat
+    watch.check(f"{spec.name}: answered")
+    person.set_max_tokens(2048)
+    person.ask("And more?", then_stop=True)
+    person.retry_then_stop()
+    watch.check(f"{spec.name}: stopped, retried, stopped")
+    person.set_max_tokens(8)
+    person.attach(clips["long"], text="And this one?")
+    person.wait("() => /45.0 s at 44.1 kHz -> 16 kHz: 750 tokens .*30.0 of 45.0 s heard: the last 15.0 s were cut/"
+                ".test(document.querySelector('#budget').innerText)", timeout_s=60)
+    person.settle()
+    watch.check(f"{spec.name}: a 45-s clip, its cut said before sending")
+    users = person.users()
+    page.locator("#question input[type=file]").set_input_files([str(clips["bad"])])
+    person.wait("() => /broken.wav/.test(document.querySelector('#message-note').innerText)", timeout_s=30)
+    note = page.locator("#message-note").inner_text().strip()
+    assert "\n" not in note and "Traceback" not in note, note
+    assert person.users() == users
+    watch.check(f"{spec.name}: a file that is no clip, one line")
+    person.clear()
+    watch.check(f"{spec.name}: cleared")
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> dict[str, Path]:
+    """The fake microphone's WAV (3 s at 48 kHz, stereo), a 45-s clip at 44.1 kHz and a file that is no clip."""
+    from .conftest import make_clip_bytes
+
+    folder = tmp_path_factory.mktemp("clips")
+    found = {"microphone": folder / "microphone.wav", "long": folder / "long.wav", "bad": folder / "broken.wav"}
+    found["microphone"].write_bytes(make_clip_bytes(3.0))
+    found["long"].write_bytes(make_clip_bytes(45.0, 44_100))
+    found["bad"].write_bytes(b"RIFF\x00\x00\x00\x00WAVE" + bytes(64))
+    return found
+
+
+def test_a_model_that_listens(app, journey_registry, clips, report):
+    """Desktop, then a dark phone: the listening journey for every tiny model that takes clips."""
+    from .browser import fake_microphone
+
+    url, log = app
+    t0 = time.monotonic()
+    with chromium(*fake_microphone(clips["microphone"])) as browser:
+        for name, page_args in (("desktop", {"viewport": {"width": 1600, "height": 1000}}),
+                                ("dark-phone", {"viewport": {"width": 390, "height": 844}, "is_mobile": True,
+                                                "has_touch": True, "color_scheme": "dark"})):
+            context = browser.new_context(permissions=["microphone"], **page_args)
+            page = context.new_page()
+            watch = Watch(page, log, SHOTS, f"listening-{name}", contrast=name == "dark-phone")
+            person = Person(page, watch, journey_registry)
+            with watch.failing():
+                watch.open(url + ("?__theme=dark" if name == "dark-phone" else ""))
+                for spec in listening_models(journey_registry):
+                    listening_journey(person, spec, clips)
+                    person.no_overflow()
+            context.close()
+    report(f"listening journey: {len(listening_models(journey_registry))} models, desktop and dark phone, in "
+           f"{time.monotonic() - t0:.0f} s")
 
 
 def test_every_model_end_to_end(app, journey_registry, pictures, report):
