@@ -24,7 +24,7 @@ from vlm_demo.settings import Settings
 from vlm_demo.profile import spec_for_endpoint
 
 from .cases import CLIP, video_request
-from .conftest import ARTIFACTS, ROOT, make_image
+from .conftest import ARTIFACTS, ROOT, make_clip, make_image
 from .vllm_server import (
     SCALE_OUT_FLAGS, Server, assert_same, beside_local_engine, collect, engine_kwargs, server_argv,
 )
@@ -39,10 +39,29 @@ class Case:
     mm_kwargs: dict[str, int]
     """Per-request slider values (merged over the model's defaults, as the app does)."""
     text: str = "What is in this picture?"
+    clips: tuple[float, ...] = ()
+    """One clip of each length (seconds at 48 kHz, stereo: a microphone's), after the pictures."""
+
+    @property
+    def modality(self) -> str:
+        """The modality whose counts the case checks."""
+        return "audio" if self.clips and not self.sizes else "image"
+
+    def media(self) -> dict[str, tuple]:
+        """The message's attachments, by modality."""
+        found: dict[str, tuple] = {}
+        if self.sizes:
+            found["image"] = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(self.sizes))
+        if self.clips:
+            found["audio"] = tuple(make_clip(s, name=f"clip-{i + 1}.wav") for i, s in enumerate(self.clips))
+        return found
 
 
 ONE_IMAGE = Case(((640, 480),), {})
 TWO_IMAGES = Case(((640, 480), (300, 900)), {}, "Compare the two pictures.")
+ONE_CLIP = Case((), {}, "What is said?", clips=(3.0,))
+TWO_CLIPS = Case((), {}, "What differs between the two clips?", clips=(5.0, 45.0))
+"""(the second past Qwen2-Audio's 30-s cap: what the cap leaves is the same on both sides)"""
 VARIANTS: dict[str, Case] = {
     # a slider moved, where the family has one that changes the count at 640x480
     "tiny-qwen2.5-vl": Case(((640, 480),), {"max_pixels": 200704}),
@@ -65,6 +84,7 @@ reuses tiny-qwen3-vl's, adds none)."""
 CASES: dict[str, dict[str, Case]] = {
     # model -> {"default": one image, default controls; "variant": a control moved, else two images}
     spec.name: {"default": ONE_IMAGE, "variant": VARIANTS.get(spec.name, TWO_IMAGES)}
+    if spec.engine_args.limit_mm_per_prompt.get("image", 0) else {"default": ONE_CLIP, "variant": TWO_CLIPS}
     for spec in _TINY if spec is next(m for m in _TINY if m.family == spec.family)
 }
 
@@ -104,8 +124,8 @@ def test_server_flags_give_the_apps_engine_args(model, registry, settings):
 async def test_inspector_ids_equal_the_servers(server: Server, kind: str, service: ChatService):
     spec = server.spec
     case = CASES[spec.name][kind]
-    images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
-    request = ChatRequest(model=spec.name, turns=(Turn("user", case.text, {"image": tuple(images)}),), mm_kwargs=case.mm_kwargs)
+    media = case.media()
+    request = ChatRequest(model=spec.name, turns=(Turn("user", case.text, media),), mm_kwargs=case.mm_kwargs)
     inspection = await service.inspect(request)
 
     mm_kwargs = {**spec.default_mm_kwargs(), **request.mm_kwargs}
@@ -114,9 +134,10 @@ async def test_inspector_ids_equal_the_servers(server: Server, kind: str, servic
 
     ours = list(inspection.prompt_token_ids)
     theirs = served["tokens"]
-    assert len(inspection.items["image"]) == len(images)
-    image_id = inspection.items["image"][0].token_id
-    counts = [im.count for im in inspection.items["image"]]
+    modality = case.modality
+    assert len(inspection.items[modality]) == len(media[modality])
+    image_id = inspection.items[modality][0].token_id
+    counts = [im.count for im in inspection.items[modality]]
     assert all(counts), counts
     assert theirs.count(image_id) == sum(counts) == ours.count(image_id)
     if ours != theirs:
@@ -149,8 +170,7 @@ async def test_the_audit_finds_the_plain_server_equal(server: Server, kind: str,
     spec = server.spec
     remote = dataclasses.replace(spec_for_endpoint(registry, server.url, spec.name), name=f"remote-{spec.name}")
     case = CASES[spec.name][kind]
-    images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
-    request = ChatRequest(model=remote.name, turns=(Turn("user", case.text, {"image": images}),),
+    request = ChatRequest(model=remote.name, turns=(Turn("user", case.text, case.media()),),
                           mm_kwargs=case.mm_kwargs)
     auditor = AUDITORS.get(server.url) or Auditor.of(registry.with_model(remote), remote.name, engines, settings)
     AUDITORS[server.url] = auditor  # (its reference renderer built once per server)
@@ -167,12 +187,12 @@ async def test_an_endpoint_entry_matches_the_local_engine(server: Server, kind: 
     remote = dataclasses.replace(spec_for_endpoint(registry, server.url, spec.name), name=f"remote-{spec.name}")
     both = ChatService(registry.with_model(remote), engines, settings)
     case = CASES[spec.name][kind]
-    images = tuple(make_image(w, h, seed=i) for i, (w, h) in enumerate(case.sizes))
+    media = case.media()
     # Every token on both sides: the server does not restrict a random-weight model to printable tokens.
     sampling = Sampling(temperature=0.8, top_p=0.95, max_tokens=8, seed=7, ignore_eos=True, printable_only=False)
 
     def request(model: str) -> ChatRequest:
-        return ChatRequest(model=model, turns=(Turn("user", case.text, {"image": tuple(images)}),), mm_kwargs=case.mm_kwargs,
+        return ChatRequest(model=model, turns=(Turn("user", case.text, media),), mm_kwargs=case.mm_kwargs,
                            sampling=sampling)
     assert_same(await both.inspect(request(remote.name)), await both.inspect(request(spec.name)))
     rendered_r, answer_r = await collect(both, request(remote.name))
@@ -196,13 +216,15 @@ async def test_an_auto_endpoint_entry_gets_its_checkpoints_family(server: Server
     auto = dataclasses.replace(named, name=f"auto-{spec.name}", family="auto")
     both = ChatService(registry.with_model(named).with_model(auto), engines, settings)
 
+    case = CASES[spec.name]["default"]
+
     def request(model: str) -> ChatRequest:
-        return ChatRequest(model=model, turns=(Turn("user", "Hi", {"image": (make_image(640, 480),)}),))
+        return ChatRequest(model=model, turns=(Turn("user", "Hi", case.media()),))
     a, b = await both.inspect(request(named.name)), await both.inspect(request(auto.name))
     assert a.family == b.family == spec.family
     assert both.profile(auto.name).adapter is both.profile(named.name).adapter  # (the service's: the server asked)
     assert resolve(auto).adapter is GENERIC
-    assert a.prompt_token_ids == b.prompt_token_ids and a.items["image"][0].grid == b.items["image"][0].grid
+    assert a.prompt_token_ids == b.prompt_token_ids and a.items[case.modality] == b.items[case.modality]
 
 
 async def test_a_served_model_not_in_the_registry_gets_its_controls(server: Server, registry, engines, settings):

@@ -240,7 +240,7 @@ async def servers_beside_local_engine(spec: ModelSpec, engines: EngineManager, s
 def assert_same(remote: Inspection, local: Inspection) -> None:
     """A remote entry's inspection equals the local engine's, field by field (the model name aside)."""
     assert remote.prompt_token_ids == local.prompt_token_ids
-    assert remote.items["image"] == local.items["image"]
+    assert remote.items == local.items
     assert remote.budget == local.budget
     assert remote.content_format == local.content_format
     assert remote.prompt == local.prompt

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import InputError
 from ..intake import png_data_url
 from ..registry import Sampling
+from .media_parts import AUDIO_IO, AUDIO_RATE
 
 EMBEDS_LEFT_OUT = "(precomputed image embeddings: not exported)"
 """What an exported request says where the app's request had image embeddings (JSON cannot carry them)."""
@@ -20,8 +21,8 @@ USAGE = {"stream_options": {"include_usage": True}}
 """Ask a streaming server for the usage (prompt and completion tokens, cached tokens) in its last chunk."""
 
 
-MEDIA_PARTS = ("image_url", "video_url")
-"""The wire's picture and clip parts (each with its URL and its ``uuid``)."""
+MEDIA_PARTS = ("image_url", "video_url", "audio_url")
+"""The wire's picture, video and sound parts (each with its URL and its ``uuid``)."""
 
 
 def media_uuid(url: str) -> str:
@@ -33,7 +34,9 @@ def media_uuid(url: str) -> str:
 
 def wire_message(message: Mapping[str, Any], leave_out_embeds: bool = False) -> dict[str, Any]:
     """One message (``service.to_openai_messages``) as the OpenAI API carries it: decoded images as PNG data
-    URLs, videos as the ``video_url`` data URLs they already are, each with its content hash as ``uuid``
+    URLs, videos as the ``video_url`` data URLs they already are, clips as 16-bit WAVs at 16 kHz (the rate of every
+    audio model vLLM serves: a server decodes them with libsndfile and resamples nothing, so it hears the samples
+    the local engine does), each with its content hash as ``uuid``
     (``media_uuid``), a system prompt or earlier answer (one text
     part) as plain text, as OpenAI clients write them (vLLM reads a string as that one text part: the same
     render). Image embeddings cannot go to a server (``InputError``); ``leave_out_embeds``: a text part says
@@ -50,8 +53,8 @@ def wire_message(message: Mapping[str, Any], leave_out_embeds: bool = False) -> 
             parts.append({"type": "image_url", "image_url": {"url": url}, "uuid": media_uuid(url)})
         elif part.get("type") == "video_url":
             parts.append({**part, "uuid": media_uuid(part["video_url"]["url"])})
-        elif part.get("type") == "audio_clip":  # (the clip's own file: the server resamples it to its model's rate)
-            url = part["audio_clip"].data_url()
+        elif part.get("type") == "audio_clip":  # (at the rate the local engine sends it: ``AUDIO_RATE``)
+            url = part["audio_clip"].wav_data_url(AUDIO_RATE)
             parts.append({"type": "audio_url", "audio_url": {"url": url}, "uuid": media_uuid(url)})
         elif part.get("type") == "image_embeds" and leave_out_embeds:
             parts.append({"type": "text", "text": EMBEDS_LEFT_OUT})
@@ -90,13 +93,16 @@ def prompt_body(model: str, messages: Sequence[Mapping[str, Any]], mm_kwargs: Ma
                 leave_out_embeds: bool = False) -> dict[str, Any]:
     """The request's prompt, what vLLM renders (``/v1/chat/completions/render`` and ``/tokenize`` take it too):
     the served model's name, the per-request processor kwargs, the media loading options (how vLLM's loader
-    samples each video) and the messages on the wire (``wire_message``)."""
+    samples each video; reads the clips: ``AUDIO_IO``) and the messages on the wire (``wire_message``)."""
     body: dict[str, Any] = {"model": model}
     if mm_kwargs:
         body["mm_processor_kwargs"] = dict(mm_kwargs)
+    wired = [wire_message(m, leave_out_embeds) for m in messages]
+    if any(p.get("type") == "audio_url" for m in wired if isinstance(m.get("content"), list) for p in m["content"]):
+        media_io = {**(media_io or {}), "audio": {**AUDIO_IO, **(media_io or {}).get("audio", {})}}
     if media_io:
         body["media_io_kwargs"] = {m: dict(v) for m, v in media_io.items()}
-    body["messages"] = [wire_message(m, leave_out_embeds) for m in messages]
+    body["messages"] = wired
     return body
 
 

@@ -28,11 +28,12 @@ from ..errors import RemoteError
 from ..profile import resolve
 from ..registry import AUTO, ModelSpec, Sampling, base_url
 from ..settings import Settings
+from .media_parts import AUDIO_RATE, _sent_clips
 from .openai_request import USAGE, prompt_body, request_body
 from .remote_errors import NOT_OFFERED, error_text, is_missing_route, status_error, transport_error
 from .remote_media import SentMedia
-from .remote_prompt import (added_tokens, content_format, geometry, info_specials, most_common, pieces, prompt_text,
-                            ranges_from_ids, rendered_ids, served_chat_template, template_conversation)
+from .remote_prompt import (PART_MODALITY, added_tokens, content_format, geometry, info_specials, most_common, pieces,
+                            prompt_text, ranges_from_ids, rendered_ids, served_chat_template, template_conversation)
 from .runs import kept_tags, text_segments, token_runs, without_other_specials
 from .types import ItemRange, RenderedPrompt, TokenDelta
 
@@ -234,44 +235,47 @@ class RemoteEngine:
         family = self.adapter
         kwargs = dict(mm_kwargs)
         body = prompt_body(self.served_model_name, messages, kwargs, media_io)
-        videos = sum(1 for m in messages if isinstance(m.get("content"), list)
-                     for part in m["content"] if part.get("type") == "video_url")
-        ids, found = await self._expanded(body, videos)
-        images = [part.get("image_pil") for m in messages if isinstance(m.get("content"), list)
-                  for part in m["content"] if part.get("type") == "image_pil"]
-        for modality, sent in (("image", len(images)), ("video", videos)):
-            if len(found.get(modality, [])) != sent:
-                raise RemoteError(f"{self.url}: {sent} {modality}(s) sent, but the server's ids hold "
+        parts = [part for m in messages if isinstance(m.get("content"), list) for part in m["content"]]
+        sent = {modality: sum(1 for p in parts if PART_MODALITY.get(p.get("type", "")) == modality)
+                for modality in ("image", "video", "audio")}
+        ids, found = await self._expanded(body, sent)
+        for modality, n in sent.items():
+            if len(found.get(modality, [])) != n:
+                raise RemoteError(f"{self.url}: {n} {modality}(s) sent, but the server's ids hold "
                                   f"{len(found.get(modality, []))} {modality} range(s)")
-        ranges, video_ranges = found.get("image", []), found.get("video", [])
-        token_id = self.image_token_id if self.image_token_id >= 0 else most_common(ids, ranges)
-        video_token = most_common(ids, video_ranges)
-        await self._decode_segments(ids, [*ranges, *video_ranges])
-        placeholder = family.placeholders.get("image") or self._special_names.get(token_id, "")
-        out_ranges = {m: tuple(r) for m, r in (("image", ranges), ("video", video_ranges)) if r}
+        media = {m: tuple(r) for m, r in found.items() if r and m in sent}
+        token_ids = {m: self.image_token_id if m == "image" and self.image_token_id >= 0 else most_common(ids, r)
+                     for m, r in media.items()}
+        await self._decode_segments(ids, media)
+        names = {m: self._special_names.get(t, "") for m, t in token_ids.items()}
+        placeholders = {m: family.placeholders.get(m) or names[m] if m != "video" else names[m] for m in media}
+        clips = _sent_clips(messages, AUDIO_RATE)
+        inputs = {"image": [p.get("image_pil") for p in parts if p.get("type") == "image_pil"], "audio": list(clips)}
         return RenderedPrompt(
             model=self.spec.name,
             family=family.name,
             content_format=self.content_format,
-            conversation=tuple(template_conversation(messages, self.content_format, placeholder)),
-            prompt=prompt_text(family, ids, self._special_names, self._decoded, ranges, token_id, video_ranges,
-                               video_token),
+            conversation=tuple(template_conversation(
+                messages, self.content_format,
+                {"image": placeholders.get("image") or family.placeholders.get("image", ""),
+                 "audio": placeholders.get("audio") or family.placeholders.get("audio", "")})),
+            prompt=prompt_text(family, ids, self._special_names, self._decoded, media, token_ids),
             prompt_token_ids=tuple(ids),
-            ranges=out_ranges,
-            geometry=geometry(family, ids, ranges, token_id, images, video_ranges, kwargs),
-            token_ids={m: token_id if m == "image" else video_token for m in out_ranges},
-            placeholders={m: placeholder if m == "image" else self._special_names.get(video_token, "")
-                          for m in out_ranges},
-            geometry_note=(None if family.geometry_from_count.get("image")
+            ranges=media,
+            geometry=geometry(family, ids, media, token_ids, inputs, kwargs),
+            token_ids=token_ids,
+            placeholders=placeholders,
+            geometry_note=(None if family.geometry_from_count.get("image") or not sent["image"]
                            else f"no geometry adapter for {self.served_model_name}"),
             mm_kwargs=kwargs,
             max_model_len=self.max_model_len,
             engine_input=body,
             media_io_kwargs=body.get("media_io_kwargs", {}),
-            frames={"video": tuple(None for _ in video_ranges)} if video_ranges else {},
+            frames={**({"video": tuple(None for _ in media["video"])} if "video" in media else {}),
+                    **({"audio": clips} if clips else {})},
         )
 
-    async def _expanded(self, body: dict[str, Any], videos: int) -> tuple[list[int], dict[str, list[ItemRange]]]:
+    async def _expanded(self, body: dict[str, Any], sent: Mapping[str, int]) -> tuple[list[int], dict[str, list[ItemRange]]]:
         """The server's expanded ids and media ranges for ``body``: from its render endpoint, else (not
         offered) the ids from ``/tokenize`` and the image ranges read from them (families whose ranges can
         be; a video's cannot)."""
@@ -282,9 +286,10 @@ class RemoteEngine:
             if out is not None:
                 ids, ranges = rendered_ids(out)
                 return list(ids), {modality: list(found) for modality, found in ranges.items()}
-        if videos:
-            raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and a video's ranges "
-                              "cannot be read from /tokenize: start the server with --enable-scale-out")
+        for modality in ("video", "audio"):
+            if sent.get(modality):
+                raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and a {modality}'s ranges "
+                                  "cannot be read from /tokenize: start the server with --enable-scale-out")
         if not family.ranges_from_ids or "image" not in family.feature_tokens:
             raise RemoteError(f"{self.url} does not offer /v1/chat/completions/render, and {family.title}'s "
                               "image ranges cannot be read from /tokenize: start the server with "
@@ -302,10 +307,10 @@ class RemoteEngine:
         start, end = (by_text.get(m) if m else None for m in self.adapter.markers.get("image", ("", "")))
         return ranges_from_ids(ids, self.image_token_id, start, end)
 
-    async def _decode_segments(self, ids: Sequence[int], ranges: Sequence[ItemRange]) -> None:
+    async def _decode_segments(self, ids: Sequence[int], media: Mapping[str, Sequence[ItemRange]]) -> None:
         """Have the server decode every id stretch the runs and the prompt text need (cached)."""
         wanted = {seg for seg in text_segments(ids, self._special_names)}
-        wanted |= {seg for kind, seg in pieces(ids, self._special_names, ranges) if kind == "text"}
+        wanted |= {seg for kind, seg in pieces(ids, self._special_names, media) if kind == "text"}
         missing = [seg for seg in wanted if seg not in self._decoded]
 
         async def decode(seg: tuple[int, ...]) -> None:

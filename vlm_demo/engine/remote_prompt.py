@@ -42,11 +42,11 @@ def most_common(ids: Sequence[int], ranges: Sequence[ItemRange]) -> int:
     return counts.most_common(1)[0][0] if counts else -1
 
 
-def pieces(ids: Sequence[int], special_names: Mapping[int, str], ranges: Sequence[ItemRange] = (),
-           video_ranges: Sequence[ItemRange] = ()) -> list[tuple[str, Any]]:
-    """The ids as ("image", None) for each range (("video", None) for each video range), ("special",
-    text) and ("text", id stretch)."""
-    starts = {r.offset: ("image", r) for r in ranges} | {r.offset: ("video", r) for r in video_ranges}
+def pieces(ids: Sequence[int], special_names: Mapping[int, str],
+           media: Mapping[str, Sequence[ItemRange]] | None = None) -> list[tuple[str, Any]]:
+    """The ids as (modality, None) for each of ``media``'s ranges ("image", "video", "audio"), ("special", text) and
+    ("text", id stretch)."""
+    starts = {r.offset: (modality, r) for modality, found in (media or {}).items() for r in found}
     out: list[tuple[str, Any]] = []
     i = 0
     while i < len(ids):
@@ -67,45 +67,59 @@ def pieces(ids: Sequence[int], special_names: Mapping[int, str], ranges: Sequenc
     return out
 
 
+def stand_in(family: Adapter, modality: str, token_name: str) -> str:
+    """What one item's range stands for in the template's output. A range inside the placeholder text (Qwen: the
+    pads between vision start/end) came from the feature token; a range that is the whole expansion came from the
+    placeholder itself. Without an adapter, the feature token (``token_name``) stands in; a video's range always
+    stands for its feature token."""
+    token = family.feature_tokens.get(modality) or token_name
+    if modality == "video":
+        return token_name
+    placeholder = family.placeholders.get(modality) or token
+    return token if token and token in placeholder else placeholder
+
+
 def prompt_text(family: Adapter, ids: Sequence[int], special_names: Mapping[int, str],
-                decoded: Mapping[tuple[int, ...], str], ranges: Sequence[ItemRange], token_id: int,
-                video_ranges: Sequence[ItemRange] = (), video_token: int = -1) -> str:
-    """The chat template's output before expansion: each image range back to what it expanded from (a
-    video range back to its feature token); ``decoded``: each text stretch's text (the server's)."""
+                decoded: Mapping[tuple[int, ...], str], media: Mapping[str, Sequence[ItemRange]],
+                token_ids: Mapping[str, int]) -> str:
+    """The chat template's output before expansion: each item's range back to what it expanded from
+    (``stand_in``); ``decoded``: each text stretch's text (the server's); ``token_ids``: each modality's feature
+    token."""
     if family.unexpand is not None:  # the expansion merged into the text around it: undo it on the text
         return family.unexpand("".join(value if kind == "special" else decoded.get(value, "")
                                        for kind, value in pieces(ids, special_names)))
-    # A range inside the placeholder text (Qwen: the pads between vision start/end) came from the
-    # image token; a range that is the whole expansion came from the placeholder itself. Without
-    # an adapter, the feature token stands in.
-    token = family.feature_tokens.get("image") or special_names.get(token_id, "")
-    placeholder = family.placeholders.get("image") or token
-    stand_in = token if token and token in placeholder else placeholder
-    video = special_names.get(video_token, "")
-    return "".join(stand_in if kind == "image" else video if kind == "video" else value if kind == "special"
-                   else decoded.get(value, "") for kind, value in pieces(ids, special_names, ranges, video_ranges))
+    stand_ins = {m: stand_in(family, m, special_names.get(token_ids.get(m, -1), "")) for m in media}
+    return "".join(stand_ins[kind] if kind in stand_ins else value if kind == "special" else decoded.get(value, "")
+                   for kind, value in pieces(ids, special_names, media))
 
 
-def geometry(family: Adapter, ids: Sequence[int], ranges: Sequence[ItemRange], token_id: int,
-             images: Sequence[Any], video_ranges: Sequence[ItemRange],
+def geometry(family: Adapter, ids: Sequence[int], media: Mapping[str, Sequence[ItemRange]],
+             token_ids: Mapping[str, int], inputs: Mapping[str, Sequence[Any]],
              kwargs: Mapping[str, Any]) -> dict[str, tuple[ItemGeometry, ...]]:
-    """Each item's geometry, per modality: a picture's from its count of the image token (the family's
-    ``geometry_from_count``, with its size and the kwargs), else none; a video's none."""
-    from_count = family.geometry_from_count.get("image")
-    counts = [sum(1 for t in ids[r.offset:r.offset + r.length] if t == token_id) for r in ranges]
+    """Each item's geometry, per modality: from its count of its feature token (the family's
+    ``geometry_from_count`` for the modality, with the item's decoded input (a picture; a clip as sent) and the
+    kwargs), else none; a video's none."""
     found: dict[str, tuple[ItemGeometry, ...]] = {}
-    if ranges:
-        found["image"] = tuple((from_count(n, image, kwargs) if from_count and n else None) or no_geometry(image)
-                               for n, image in zip(counts, images, strict=True))
-    if video_ranges:
-        found["video"] = tuple(no_geometry(None) for _ in video_ranges)
+    for modality, ranges in media.items():
+        from_count = family.geometry_from_count.get(modality)
+        counts = [sum(1 for t in ids[r.offset:r.offset + r.length] if t == token_ids[modality]) for r in ranges]
+        items = list(inputs.get(modality, ())) or [None] * len(ranges)
+        found[modality] = tuple(
+            (from_count(n, item, kwargs) if from_count and n and item is not None else None)
+            or no_geometry(item if modality == "image" else None)
+            for n, item in zip(counts, items, strict=True))
     return found
 
 
+PART_MODALITY = {"image_pil": "image", "image_embeds": "image", "video_url": "video", "audio_clip": "audio"}
+"""The app's message parts by the modality they carry."""
+
+
 def template_conversation(messages: Sequence[dict[str, Any]], content_format: str,
-                          placeholder: str) -> list[dict[str, Any]]:
-    """The messages as vLLM hands them to the chat template: image parts as ``{"type": "image"}``
-    ("openai" format), or placeholders before the text ("string" format)."""
+                          placeholders: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The messages as vLLM hands them to the chat template: media parts as ``{"type": "image"}`` (``"audio"``,
+    ...; "openai" format), or each picture's and clip's placeholder (``placeholders``, by modality) before the text
+    ("string" format)."""
     out = []
     for m in messages:
         content = m.get("content")
@@ -115,9 +129,11 @@ def template_conversation(messages: Sequence[dict[str, Any]], content_format: st
         if content_format == "openai":
             out.append({"role": m["role"], "content": [
                 {"type": "image"} if p.get("type") in ("image_pil", "image_embeds")
-                else {"type": "video"} if p.get("type") == "video_url" else p for p in content]})
+                else {"type": "video"} if p.get("type") == "video_url"
+                else {"type": "audio"} if p.get("type") == "audio_clip" else p for p in content]})
         else:
-            images = [placeholder for p in content if p.get("type") in ("image_pil", "image_embeds")]
+            images = [placeholders.get(PART_MODALITY[p["type"]], "") for p in content
+                      if p.get("type") in PART_MODALITY and PART_MODALITY[p["type"]] != "video"]
             texts = ["\n".join(p["text"] for p in content if p.get("type") == "text")]
             out.append({"role": m["role"], "content": "\n".join(images + texts)})
     return out
@@ -158,8 +174,8 @@ def info_specials(info: dict[str, Any] | None) -> list[str]:
 def served_chat_template(info: Mapping[str, Any], root: str | None) -> str | None:
     """The chat template a vLLM server renders chats with: its checkpoint's processor's where that has its own (vLLM's
     ``resolve_chat_template`` asks ``AutoProcessor`` before the tokenizer; a processor reads ``chat_template.jinja``
-    or ``chat_template.json``), read where the checkpoint is a directory on this machine (no code of it is run);
-    else the tokenizer's, as ``/tokenizer_info`` gives it. (dots.ocr's two differ: its tokenizer's template takes
+    or ``chat_template.json``, else its class brings a default), read where the checkpoint is a directory on this
+    machine (no code of it is run); else the tokenizer's, as ``/tokenizer_info`` gives it. (dots.ocr's two differ: its tokenizer's template takes
     string content, its processor's a list of parts, and the server renders with the processor's.)"""
     if root and Path(root).is_dir():
         jinja, legacy = Path(root) / "chat_template.jinja", Path(root) / "chat_template.json"
@@ -172,8 +188,28 @@ def served_chat_template(info: Mapping[str, Any], root: str | None) -> str | Non
                     return found
         except (OSError, ValueError, AttributeError):
             pass
+        found = _processor_default_template(root)
+        if found:
+            return found
     template = info.get("chat_template")
     return template if isinstance(template, str) else None
+
+
+def _processor_default_template(root: str) -> str | None:
+    """The template a checkpoint's processor class brings where the checkpoint has none of its own (transformers'
+    Qwen2-Audio processor: ``default_chat_template``), as vLLM's server gets it from ``AutoProcessor``; None for a
+    processor that needs the checkpoint's own code (not run here) or brings none."""
+    configs = [path for name in ("processor_config.json", "preprocessor_config.json")
+               if (path := Path(root) / name).is_file()]
+    if not configs or any("auto_map" in path.read_text(errors="replace") for path in configs):
+        return None
+    try:
+        from transformers import AutoProcessor
+
+        found = getattr(AutoProcessor.from_pretrained(root, trust_remote_code=False), "chat_template", None)
+    except Exception:  # noqa: BLE001 - no processor of its own: the tokenizer's template it is
+        return None
+    return found if isinstance(found, str) and found else None
 
 
 def content_format(chat_template: str | None) -> str:

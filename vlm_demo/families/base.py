@@ -98,8 +98,9 @@ class KnownCount:
 #: geometry(fields, image, hf_config, mm_kwargs): ``fields`` is one item's processor output
 #: ({name: tensor}), ``image`` the decoded input (None for embeddings); None when the rule does not apply.
 GeometryFn = Callable[[Mapping[str, Any], "Image.Image | None", Any, Mapping[str, Any]], "ItemGeometry | None"]
-#: geometry_from_count(count, image, mm_kwargs): the geometry a remote server's count implies, or None.
-CountGeometryFn = Callable[[int, Image.Image, Mapping[str, Any]], "ItemGeometry | None"]
+#: geometry_from_count(count, item, mm_kwargs): the geometry a remote server's count implies for the item (a picture;
+#: a clip as sent: ``engine.SentClip``), or None.
+CountGeometryFn = Callable[[int, Any, Mapping[str, Any]], "ItemGeometry | None"]
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,8 @@ class Adapter:
     given, caps them), or ``fps`` alone (vLLM 0.32's Qwen2-VL, Qwen2.5-VL and Qwen3-VL loaders port the HF
     processors' sampling: frames = duration x fps, at least 4, ``num_frames`` ignored)."""
     geometry_from_count: Mapping[str, CountGeometryFn] = field(default_factory=dict)
-    """Per modality, an item's geometry from its size, the kwargs and a remote server's token count (only
-    images are described so; a modality left out: its size only)."""
+    """Per modality, an item's geometry from its size (a clip's length), the kwargs and a remote server's token
+    count (a modality left out: its size only)."""
     unexpand: Callable[[str], str] | None = None
     """The chat template's output from the decoded expanded prompt (each item's expansion back to its
     placeholder), for families whose expansion merges into the text around it (Gemma 3's newlines): a

@@ -35,11 +35,22 @@ def clip_geometry(fields: Mapping[str, Any], _source: Any, _hf_config: Any, _kwa
     return ItemGeometry(None, None, None, None, feature_frames=frames, heard_s=frames * HOP / RATE)
 
 
+def clip_from_count(count: int, clip: Any, _kwargs: Mapping[str, Any]) -> ItemGeometry | None:
+    """The frames a remote server's count implies for a clip of its length (sent at 16 kHz); None where the count
+    is not the rule's (never a guess)."""
+    heard = min(clip.seconds, CAP_S)
+    if tokens_for(heard) != count:
+        return None
+    frames = int(heard * RATE) // HOP
+    return ItemGeometry(None, None, None, None, feature_frames=frames, heard_s=frames * HOP / RATE)
+
+
 RULE = "25 tokens a second: 100 mel frames a second (16 kHz, hop 160), two stride-2 steps; 30 s at most"
 
 ADAPTER = Adapter(
     name="qwen2_audio", title="Qwen2-Audio", model_types=("qwen2_audio",), feature_tokens={"audio": AUDIO_TOKEN},
     placeholders={"audio": "<|audio_bos|><|AUDIO|><|audio_eos|>"}, geometry={"audio": clip_geometry},
+    geometry_from_count={"audio": clip_from_count},
     rules={"audio": RULE},
     known_counts={"audio": (
         KnownCount(3.0, 75, "3 s at 16 kHz = 300 mel frames (hop 160) -> 150 after the stride-2 conv -> 75 after "
