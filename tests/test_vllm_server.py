@@ -323,3 +323,25 @@ async def test_the_server_streams_while_it_generates(server: Server):
             assert len(times) > 64, times
             spans.append((times[-1] - times[0]) / times[-1])
     assert min(spans) > 0.5, f"{server.spec.name}: events spanned {spans} of each answer's time"
+
+
+async def test_a_clips_export_replays_against_the_server(server: Server, service: ChatService):
+    """Export of a question with two clips (one past the model's cap): the body ``vllm serve`` takes (each clip an
+    ``audio_url`` WAV, read with libsndfile), posted to the real server: it answers, and counts the prompt's tokens
+    as the panels do."""
+    from vlm_demo.export import chat_completions_body
+
+    spec = server.spec
+    if not spec.engine_args.limit_mm_per_prompt.get("audio"):
+        pytest.skip(f"{spec.name} takes no clips")
+    request = ChatRequest(model=spec.name, turns=(Turn("user", TWO_CLIPS.text, TWO_CLIPS.media()),),
+                          sampling=Sampling(max_tokens=4, seed=1))
+    body = chat_completions_body(request, spec, stream=False)
+    assert [p["type"] for p in body["messages"][-1]["content"]] == ["audio_url", "audio_url", "text"]
+    assert body["media_io_kwargs"] == {"audio": {"audio_backend": "soundfile"}}
+    async with httpx.AsyncClient(base_url=server.url, trust_env=False, timeout=120.0) as client:
+        response = await client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200, response.text[:500]
+    inspection = await service.inspect(request)
+    assert response.json()["usage"]["prompt_tokens"] == inspection.budget.total
+    assert [e.count for e in inspection.items["audio"]] == [125, 750]
