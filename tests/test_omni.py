@@ -155,3 +155,23 @@ def test_the_apps_renderer_takes_a_videos_own_sound(omni, settings, tmp_path):
     path.write_bytes(talking_video())
     video = load_video(path, settings)
     rendered(omni, {"video": (video,)}, {"use_audio_in_video": True})
+
+
+def test_the_tokenizer_carries_the_checkpoints_added_tokens_in_order(omni):
+    """The 22 added tokens of the checkpoint (151643-151664 there) at the same distances, the first 14 special, and
+    the thinker config's token fields pointing at the same tokens as the checkpoint's (151646, 151655, 151656, ...)."""
+    from vlm_demo.tiny_models.common import QWEN2_5_ADDED_TOKENS
+    from vlm_demo.tiny_models.qwen2_5_omni import SPECIAL_TOKENS
+
+    added = {t.content: (i, t.special) for i, t in omni.tokenizer.added_tokens_decoder.items()}
+    expected = [*SPECIAL_TOKENS, *QWEN2_5_ADDED_TOKENS]
+    ids = [added[t][0] for t in expected]
+    assert ids == list(range(ids[0], ids[0] + 22)) and [added[t][1] for t in expected] == [True] * 14 + [False] * 8
+    real = dict(zip(expected, range(151643, 151665)))
+    thinker = omni.model_config.hf_config.thinker_config
+    fields = {"audio_token_index": "<|AUDIO|>", "image_token_index": "<|IMAGE|>", "video_token_index": "<|VIDEO|>",
+              "audio_start_token_id": "<|audio_bos|>", "audio_end_token_id": "<|audio_eos|>"}
+    assert {f: real[t] for f, t in fields.items()} == {"audio_token_index": 151646, "image_token_index": 151655,
+                                                       "video_token_index": 151656, "audio_start_token_id": 151647,
+                                                       "audio_end_token_id": 151648}  # the checkpoint's config
+    assert all(getattr(thinker, f) == added[t][0] for f, t in fields.items())
