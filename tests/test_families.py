@@ -202,7 +202,7 @@ def test_adapters_key_what_differs_by_modality_by_vllms_modality_names():
         for keyed in ("feature_tokens", "placeholders", "markers", "geometry", "geometry_from_count", "known_counts"):
             assert set(getattr(adapter, keyed)) <= modalities, (adapter.name, keyed)
     assert {name for name, a in families.ADAPTERS.items() if "video" in a.geometry} == {
-        "internvl", "internvl_hf", "llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl"}
+        "internvl", "internvl_hf", "llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen2_5_omni", "qwen3_vl"}
 
 
 def test_a_third_modality_is_an_entry_not_a_field():

@@ -25,7 +25,12 @@ AUDIO_TOKEN = "<|AUDIO|>"
 def tokens_for(seconds: float, rate: int = RATE) -> int:
     """The checkpoint's count for a clip of ``seconds`` (its first 30 s): mel frames, then the encoder's two
     stride-2 steps (``Qwen2AudioEncoder._get_feat_extract_output_lengths``)."""
-    frames = min(int(seconds * rate), int(CAP_S * rate)) // HOP
+    return from_frames(min(int(seconds * rate), int(CAP_S * rate)) // HOP)
+
+
+def from_frames(frames: int) -> int:
+    """Tokens of ``frames`` mel frames: the encoder's stride-2 convolution, then its stride-2 pooling
+    (``_get_feat_extract_output_lengths``; the Qwen2.5-Omni thinker's audio encoder counts the same)."""
     return ((frames - 1) // 2 + 1 - 2) // 2 + 1
 
 
