@@ -283,8 +283,10 @@ class Renderer:
             token_ids[modality] = self._feature_token_id(modality, ids, found)
             items = engine_input.get("mm_kwargs", {}).get(modality, [])
             rule = self.adapter.geometry.get(modality)
+            # (an item of vLLM's may have no part of its own: a video's own sound, ``use_audio_in_video``)
+            sources = [*inputs.get(modality, []), *[None] * max(0, len(items) - len(inputs.get(modality, [])))]
             geometry[modality] = tuple(self._geometry(item, source, kwargs, rule)
-                                       for item, source in zip(items, inputs.get(modality, []), strict=True))
+                                       for item, source in zip(items, sources, strict=True))
         return ranges, geometry, token_ids
 
     def _feature_token_id(self, modality: str, ids: Sequence[int], found: Sequence[Any]) -> int:

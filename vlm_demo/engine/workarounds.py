@@ -1,4 +1,4 @@
-"""Workarounds for two vLLM 0.32 multimodal-processing bugs, applied to one engine at a time.
+"""Workarounds for vLLM 0.32 multimodal-processing bugs, applied to one engine at a time.
 
 Nothing here patches vLLM's classes or modules: ``adjust_engine_kwargs`` rewrites the arguments of
 one engine before it starts, and ``apply_workarounds`` replaces a method on that engine's own
@@ -108,7 +108,30 @@ def apply_workarounds(renderer_or_llm: Any, model_config: Any) -> list[str]:
     if model_type == "ovis":
         _ovis_indicator_tokens_per_image(processor)
         applied.append("ovis-ragged-indicator-tokens")
+    if _resample_with_soxr(processor):
+        applied.append("audio-resample-soxr")
     return applied
+
+
+def _resample_with_soxr(processor: Any) -> bool:
+    """Sound vLLM decodes itself (a video's own sound, ``use_audio_in_video``) resampled with soxr, not torchaudio.
+
+    vLLM 0.32's ``MultiModalDataParser`` resamples audio not at the model's rate with torchaudio unless a model's
+    parser names another method (``AudioResampler(method="torchaudio")``); torchaudio cannot be installed beside this
+    torch, so a video whose sound is at 44.1 or 48 kHz fails with ``PackageNotFoundError: ... vllm`` (vLLM's
+    "install vllm[audio]" hint). The app's own clips come at the model's rate already; soxr (installed: the app's
+    resampler, HQ as here) is one of vLLM's own methods. Sets the method on this engine's parser only, where it is
+    torchaudio and torchaudio is missing (the processor's and its info's: vLLM parses with the latter). Release: 0.32.0. Upstream: the default is torchaudio on main too (2026-12-07).
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("torchaudio") is not None:
+        return False
+    parsers = (getattr(processor, "data_parser", None), getattr(processor.info, "data_parser", None))
+    resamplers = [r for p in parsers if (r := getattr(p, "audio_resampler", None)) and r.method == "torchaudio"]
+    for resampler in resamplers:
+        resampler.method = "soxr"
+    return bool(resamplers)
 
 
 def _filter_internvl_video_kwargs(info: Any) -> None:

@@ -320,7 +320,7 @@ def clip_text(e: Expansion) -> str:
     def khz(rate: int) -> str:
         return f"{rate / 1000:g} kHz"
     sent = (f"{e.seconds:.1f} s at {khz(e.rate_in)} -> {khz(e.rate)}" if e.seconds is not None and e.rate_in and e.rate
-            else "sent by the server")
+            else "a video's own sound")
     frames = f"{e.feature_frames:,} feature frames" if e.feature_frames else ""
     why = "; ".join(x for x in (frames, e.rule or "") if x)
     text = f"{sent}: {e.count:,} tokens" + (f" ({why})" if why else "")
