@@ -178,3 +178,26 @@ def test_the_tokenizer_carries_the_checkpoints_added_tokens_in_order(omni):
                                                        "video_token_index": 151656, "audio_start_token_id": 151647,
                                                        "audio_end_token_id": 151648}  # the checkpoint's config
     assert all(getattr(thinker, f) == added[t][0] for f, t in fields.items())
+
+
+def test_a_videos_own_sound_is_counted_once_in_the_budget(registry, engines, settings, tmp_path):
+    """The frames and the sound share one range (one pair of markers): the budget gives each feature token to its
+    own modality, so the media and the text add up to the prompt (it counted the range twice: text went negative)."""
+    from vlm_demo.service import ChatService
+
+    path = tmp_path / "talking.mp4"
+    path.write_bytes(talking_video(rate=48_000))
+    service = ChatService(registry, engines, settings)
+    request = ChatRequest(model="tiny-qwen2.5-omni", turns=(Turn("user", "What?", {"video": (load_video(path, settings),)}),),
+                          mm_kwargs={"use_audio_in_video": True})
+    inspection = asyncio.run(service.inspect(request, start_engine=False))
+    (video,), (sound,) = inspection.items["video"], inspection.items["audio"]
+    assert (video.offset, video.length) == (sound.offset, sound.length)
+    b = inspection.budget
+    assert b.media_tokens["audio"] == sound.count and b.media_tokens["video"] + sound.count == video.length
+    assert sum(b.media_tokens.values()) + b.text_tokens == b.total and b.text_tokens > 0
+    # read again at another frame rate: the entry's engine has no processor cache (vLLM 0.32 then refused the sound:
+    # "Video doesn't have audio track with `audio_in_video=True`")
+    again = asyncio.run(service.inspect(dataclasses.replace(request, media_io={"video": {"fps": 4}}),
+                                        start_engine=False))
+    assert again.items["audio"][0].count == sound.count and again.items["video"][0].count == 2 * video.count

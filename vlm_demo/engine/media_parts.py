@@ -17,6 +17,15 @@ AUDIO_IO = {"audio_backend": "soundfile"}
 """How vLLM's loader reads the app's clips (16-bit WAVs): libsndfile, the format's own reader (vLLM's "auto" tries
 torchcodec first, which needs a system FFmpeg, and logs a warning for every clip)."""
 
+def with_audio_io(media_io: Mapping[str, Mapping[str, Any]] | None,
+                  mm_kwargs: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """``media_io`` with the app's clips read by ``AUDIO_IO``, unless vLLM reads a video's own sound too
+    (``use_audio_in_video``: an mp4's AAC, which libsndfile does not read; vLLM's "auto" chain does, with PyAV)."""
+    if mm_kwargs.get("use_audio_in_video"):
+        return dict(media_io or {})
+    return {**(media_io or {}), "audio": {**AUDIO_IO, **(media_io or {}).get("audio", {})}}
+
+
 AUDIO_RATE = 16_000
 """A clip's rate where the model's processor names none (Whisper-style feature extractors: every audio family
 vLLM 0.32 serves here)."""

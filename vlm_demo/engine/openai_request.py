@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import InputError
 from ..intake import png_data_url
 from ..registry import Sampling
-from .media_parts import AUDIO_IO, AUDIO_RATE
+from .media_parts import AUDIO_RATE, with_audio_io
 
 EMBEDS_LEFT_OUT = "(precomputed image embeddings: not exported)"
 """What an exported request says where the app's request had image embeddings (JSON cannot carry them)."""
@@ -93,13 +93,13 @@ def prompt_body(model: str, messages: Sequence[Mapping[str, Any]], mm_kwargs: Ma
                 leave_out_embeds: bool = False) -> dict[str, Any]:
     """The request's prompt, what vLLM renders (``/v1/chat/completions/render`` and ``/tokenize`` take it too):
     the served model's name, the per-request processor kwargs, the media loading options (how vLLM's loader
-    samples each video; reads the clips: ``AUDIO_IO``) and the messages on the wire (``wire_message``)."""
+    samples each video; reads the clips: ``media_parts.with_audio_io``) and the messages on the wire (``wire_message``)."""
     body: dict[str, Any] = {"model": model}
     if mm_kwargs:
         body["mm_processor_kwargs"] = dict(mm_kwargs)
     wired = [wire_message(m, leave_out_embeds) for m in messages]
     if any(p.get("type") == "audio_url" for m in wired if isinstance(m.get("content"), list) for p in m["content"]):
-        media_io = {**(media_io or {}), "audio": {**AUDIO_IO, **(media_io or {}).get("audio", {})}}
+        media_io = with_audio_io(media_io, mm_kwargs or {})
     if media_io:
         body["media_io_kwargs"] = {m: dict(v) for m, v in media_io.items()}
     body["messages"] = wired

@@ -23,9 +23,9 @@ from ..errors import InputError
 from ..families import Adapter, ItemGeometry, no_geometry
 from ..profile import Profile
 from ..registry import ModelSpec, Sampling
-from .media_parts import (AUDIO_IO, AUDIO_RATE, _inputs_by_modality, _item_named, _parts,
+from .media_parts import (AUDIO_RATE, _inputs_by_modality, _item_named, _parts,
                           _sampled, _sent_clips, _unwrap_plain_embeds, _with_audio_urls,
-                          _with_torch_embeds)
+                          _with_torch_embeds, with_audio_io)
 from .runs import kept_tags, token_runs
 from .types import ItemRange, RenderedPrompt
 
@@ -198,7 +198,7 @@ class Renderer:
         clips = _sent_clips(messages, self.audio_rate) if "audio" in self.modalities else ()
         messages = [_with_audio_urls(_with_torch_embeds(m), self.audio_rate) for m in messages]
         if any(p.get("type") == "audio_url" for m in messages for p in _parts(m)):  # (the app's WAVs: libsndfile's,
-            media_io = {**(media_io or {}), "audio": {**AUDIO_IO, **(media_io or {}).get("audio", {})}}  # no probing)
+            media_io = with_audio_io(media_io, kwargs)                                # no probing)
         conversation, prompt_text, engine_input, frames = await self._engine_input(messages, kwargs, media_io)
         content_format = resolve_chat_template_content_format(
             chat_template=None, tools=None, given_format=self.content_format,

@@ -30,7 +30,7 @@ from typing import Any
 
 from PIL import Image
 
-from .base import Adapter, GeometryFn, ItemGeometry, KnownCount
+from .base import Adapter, Control, GeometryFn, ItemGeometry, KnownCount
 from .qwen2_audio import HOP, RATE, clip_geometry, from_frames
 from .qwen_grid import SIZE_ALIASES, count_rule, geometry, pixel_controls, video_geometry, video_pixel_controls
 
@@ -71,7 +71,9 @@ ADAPTER = Adapter(
     aliases=SIZE_ALIASES,
     controls=(*pixel_controls(28, MAX_PIXELS, (MIN_PIXELS, MAX_PIXELS)),
               # per video frame only (the unscoped pair above applies to pictures and frames alike)
-              *video_pixel_controls(28, MAX_PIXELS, (VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS))),
+              *video_pixel_controls(28, MAX_PIXELS, (VIDEO_MIN_PIXELS, VIDEO_MAX_PIXELS)),
+              # a video's own sound, heard beside its frames (interleaved per 2 s); the processor's default: off
+              Control("use_audio_in_video", kind="bool", default=False)),
     geometry={"image": _thinker(geometry), "video": _thinker(video_geometry), "audio": clip_geometry},
     geometry_from_count={"image": count_rule(MIN_PIXELS, MAX_PIXELS, 28)}, video_sampling="fps",
     rules={"audio": RULE},

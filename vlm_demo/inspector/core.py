@@ -187,7 +187,7 @@ def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
         )
         for modality, ranges in rendered.ranges.items()
     }
-    media = {modality: sum(e.length for e in found) for modality, found in items.items()}
+    media = _media_positions(ids, items)
     return Inspection(
         model=rendered.model,
         family=rendered.family,
@@ -206,6 +206,29 @@ def inspect(rendered: RenderedPrompt, runs: tuple[tuple[str, int], ...],
         special_tokens=tuple(special_tokens),
         frames={m: tuple(_drawn(f) for f in found) for m, found in rendered.frames.items()},
     )
+
+
+def _media_positions(ids: tuple[int, ...], items: Mapping[str, tuple[Expansion, ...]]) -> dict[str, int]:
+    """Per modality, the prompt positions its items take. Where items of two modalities share a range (a video
+    with its own sound: frames and sound interleaved inside one pair of markers), each feature token counts for its
+    own modality and the markers for the first one's."""
+    spans = sorted((e.offset, e.offset + e.length) for found in items.values() for e in found)
+    if all(a[1] <= b[0] for a, b in zip(spans, spans[1:])):  # (no shared range: each range is its modality's)
+        return {modality: sum(e.length for e in found) for modality, found in items.items()}
+    owner: dict[int, str] = {}
+    for modality, found in items.items():
+        for e in found:
+            for pos in range(e.offset, e.offset + e.length):
+                owner.setdefault(pos, modality)
+    for modality, found in items.items():
+        for e in found:
+            for pos in range(e.offset, e.offset + e.length):
+                if ids[pos] == e.token_id:
+                    owner[pos] = modality
+    counted = dict.fromkeys(items, 0)
+    for modality in owner.values():
+        counted[modality] += 1
+    return counted
 
 
 def _drawn(sent: Any) -> tuple[Any, ...]:

@@ -103,7 +103,7 @@ def image_table(inspection: Inspection) -> list[list[Any]]:
     def size(e: Expansion) -> str:
         if e.modality == "audio":
             return (f"{e.seconds:.1f} s, {e.rate_in / 1000:g} → {e.rate / 1000:g} kHz"
-                    if e.seconds is not None and e.rate_in and e.rate else "-")
+                    if e.seconds is not None and e.rate_in and e.rate else "a video's own sound")
         shown = f"{e.orig_size[0]}x{e.orig_size[1]}" if e.orig_size else "-"
         if e.dpi:
             shown += f" at {e.dpi} dpi"
