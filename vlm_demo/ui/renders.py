@@ -146,7 +146,7 @@ class Renders:
     async def attachments(self, request: gr.Request, message: Any, attached: str) -> dict[Any, Any]:
         """The message box changed: files just attached are checked as a question would take them (one that would
         be refused leaves the box at once, no broken thumbnail, and the note beside the box says which and why until
-        the message is sent; each file is checked once: a keystroke changes the box too), and the files kept are the
+        the message is sent or the person empties the box; each file is checked once: a keystroke changes the box too), and the files kept are the
         session's ``Page.attached``, whose change (a file attached, replaced or removed; not a keystroke, nor the box
         emptied as its question is sent) renders the panels (``attached``)."""
         session = _session(request)
@@ -169,6 +169,8 @@ class Renders:
                 f for f, path in zip(entries, files, strict=True) if not self._checked.get(path)]}
             self._refused[session] = "**refused**: " + " · ".join(refused)
             out[self.page.message_note] = self.note(session)
+        elif not files and not (message.get("text") or "").strip() and self._refused.pop(session, None):
+            out[self.page.message_note] = self.note(session)  # (the person emptied the box: the draft is gone)
         return out or {self.page.attached: gr.skip()}  # (a dict of no component is one value to Gradio)
 
     def _attached(self, session: str, kept: str, attached: str) -> Any:
