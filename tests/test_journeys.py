@@ -460,6 +460,14 @@ def model_journey(person: Person, spec, pictures, first: bool, compare_with=None
     person.set_max_tokens(8)
     if spec.engine_args.limit_mm_per_prompt.get("video", 0):
         person.attach(CLIP, text="Where does the square go?")
+        own_sound = page.locator("#slider-use_audio_in_video input[type=checkbox]")
+        if own_sound.count() and own_sound.is_checked():  # (left on by move_controls: the clip has no sound track)
+            page.locator("#question textarea").press("Enter")
+            person.wait("() => /moving-square.webm has no sound track, and use_audio_in_video/"
+                        ".test(document.querySelector('#message-note').innerText)", timeout_s=30)
+            watch.check(f"{spec.name}: a silent clip refused its sound in one line")
+            own_sound.click()
+            person.settle()
         person.ask()
         user = page.locator("#chat .user").last
         assert "[video: moving-square.webm" in user.inner_text() and user.locator("img").count() == 1

@@ -49,6 +49,8 @@ class Video:
     poster: Image.Image | None = field(default=None, repr=False, compare=False)
     """The first frame, at most ``POSTER_SIDE`` px a side (what the chat shows for the clip: a browser plays
     few of the codecs vLLM decodes)."""
+    sound: bool | None = None
+    """Whether its container lists a sound track (None: the container did not say)."""
 
     @functools.cached_property
     def digest(self) -> str:
@@ -85,7 +87,9 @@ def load_video(source: str | Path | bytes, settings: Settings, name: str | None 
     if container not in settings.allowed_video_formats:
         raise InputError(f"{name}: {container} videos are not accepted; use {allowed}")
     size, num_frames, fps, poster = _probe(data, name, container, settings)
-    return Video(data, container, size, num_frames, fps, num_frames / fps, name, poster)
+    kinds = track_kinds(data, container)
+    return Video(data, container, size, num_frames, fps, num_frames / fps, name, poster,
+                 None if kinds is None else "audio" in kinds)
 
 
 def _read_video(source: str | Path | bytes, name: str, settings: Settings) -> bytes:

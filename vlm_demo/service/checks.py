@@ -135,6 +135,11 @@ def check_request(request: ChatRequest, found: profile.Profile, settings: Settin
     check_media_io(request.media_io, settings)
     check_sampled_frames(request, found, settings)
     check_mm_kwargs(found, request.mm_kwargs)
+    if request.mm_kwargs.get("use_audio_in_video"):  # (vLLM: "No audio stream found.")
+        for video in request.items("video"):
+            if getattr(video, "sound", None) is False:
+                raise InputError(f"{video.name} has no sound track, and use_audio_in_video asks the model to hear "
+                                 "it: turn that off for this video")
 
 
 def _plural(n: int, noun: str) -> str:
