@@ -53,6 +53,16 @@ def png_bytes(size=(64, 48), colour=(200, 40, 40)) -> bytes:
     return buf.getvalue()
 
 
+def wav_bytes(seconds: float = 2.0, rate: int = 44_100) -> bytes:
+    """A short clip: a 440-Hz tone, 16-bit WAV, mono."""
+    import numpy as np
+    import soundfile as sf
+
+    out = io.BytesIO()
+    sf.write(out, 0.3 * np.sin(2 * np.pi * 440 * np.arange(int(seconds * rate)) / rate), rate, format="WAV")
+    return out.getvalue()
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -70,6 +80,7 @@ class Handler(BaseHTTPRequestHandler):
         path, port = self.path, self.server.server_address[1]
         routes = {
             "/ok.png": lambda: self._send(200, png_bytes(), {"Content-Type": "image/png"}),
+            "/talk.wav": lambda: self._send(200, wav_bytes(), {"Content-Type": "audio/wav"}),
             "/to-ok": lambda: self._send(302, headers={"Location": "/ok.png"}),
             "/to-internal": lambda: self._send(302, headers={"Location": "http://internal.example.com/x.png"}),
             "/to-loopback": lambda: self._send(302, headers={"Location": f"http://127.0.0.1:{port}/ok.png"}),

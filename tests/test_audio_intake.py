@@ -195,3 +195,28 @@ def test_the_cli_takes_audio(tmp_path):
     assert heard.returncode == 1 and "Traceback" not in heard.stderr, heard.stderr[-2000:]
     assert heard.stderr.strip().splitlines()[-1].endswith("tiny-qwen2.5-vl does not take audio (it takes: image, "
                                                          "video); pick a model that does"), heard.stderr[-500:]
+
+
+def test_a_clip_by_url_and_by_data_url(monkeypatch, settings):
+    """A clip given as a URL (the page's URL box, the API) or a ``data:audio/...`` URL: fetched under the URL rules and
+    decoded as an upload; a data: URL that is not audio, or over the byte limit, is refused in one line."""
+    import base64
+
+    from vlm_demo.intake import is_audio_url, load_url
+
+    from .intake_servers import local_internet, url_settings, wav_bytes
+
+    data = "data:audio/wav;base64," + base64.b64encode(wav_bytes()).decode()
+    assert is_audio_url(data) and is_audio_url("https://images.example.com/a/talk.WAV?x=1")
+    assert not is_audio_url("https://images.example.com/talk.mp4")
+    (clip,) = asyncio.run(load_url(data, settings))
+    assert isinstance(clip, Audio) and (clip.rate, round(clip.duration_s, 2)) == (44_100, 2.0)
+    assert Source(data, "url").modality() == "audio"
+    with local_internet(monkeypatch):
+        (fetched,) = asyncio.run(load_url("http://images.example.com/talk.wav", url_settings(settings)))
+    assert fetched.data == clip.data and fetched.name == "http://images.example.com/talk.wav"
+    with pytest.raises(InputError, match=r"^data: URL has media type 'image/png'; only audio/\* is accepted$"):
+        asyncio.run(load_url("data:image/png;base64,AAAA", settings, "audio"))
+    small = dataclasses.replace(settings, max_audio_bytes=1000)
+    with pytest.raises(InputError, match="data: URL is larger than 1,000 bytes"):
+        asyncio.run(load_url(data, small))

@@ -22,11 +22,12 @@ from .cache import Recent
 from .containers import sniff_video, track_kinds
 from .documents import DOCUMENT_SUFFIXES, DocumentOptions, Page, check_document, is_document_name, load_document, page_ranges
 from .images import ImageEmbeds, image_digest, load_image, load_image_embeds, png_data_url
-from .urls import is_document_url, is_url, is_video_url, load_document_url, load_image_url, load_video_url
+from .urls import (is_audio_url, is_document_url, is_url, is_video_url, load_audio_url, load_document_url,
+                   load_image_url, load_video_url)
 from .video import VIDEO_SUFFIXES, Video, is_video_name, load_video
 
 __all__ = ["AUDIO_SUFFIXES", "DOCUMENT_SUFFIXES", "VIDEO_SUFFIXES", "Attachment", "Audio", "is_audio_name", "load_audio", "DocumentOptions", "ImageEmbeds", "Kind", "Page", "Recent", "Video",
-           "by_modality", "check_file", "image_digest", "is_document_name", "is_document_url", "is_url", "is_video_name", "is_video_url", "load",
+           "by_modality", "check_file", "image_digest", "is_audio_url", "is_document_name", "is_document_url", "is_url", "is_video_name", "is_video_url", "load",
            "load_all", "load_document", "load_file", "load_image", "load_image_embeds", "load_url", "load_video",
            "page_ranges", "picture", "png_data_url"]
 
@@ -96,7 +97,9 @@ async def load_url(url: str, settings: Settings, kind: Kind | None = None,
                    documents: DocumentOptions = DocumentOptions()) -> tuple[Attachment, ...]:
     """What a URL a person gave gives (the page's URL box: never a path on the server, which ``urls.check_url``
     refuses), fetched or decoded under the URL rules: one picture or clip, or a PDF's pages (``documents``);
-    ``kind`` None: as ``is_video_url`` and ``is_document_url`` say."""
+    ``kind`` None: as ``is_audio_url``, ``is_video_url`` and ``is_document_url`` say."""
+    if kind == "audio" or (kind is None and is_audio_url(url)):
+        return (await load_audio_url(url, settings),)
     if kind == "video" or (kind is None and is_video_url(url)):
         return (await load_video_url(url, settings),)
     if kind in (None, "image") and is_document_url(url):

@@ -28,6 +28,7 @@ from PIL import Image
 
 from ..errors import InputError
 from ..settings import Settings
+from .audio import Audio, is_audio_name, load_audio
 from .documents import DocumentOptions, Page, is_document_name, load_document
 from .images import load_image
 from .video import Video, is_video_name, load_video
@@ -83,6 +84,29 @@ async def load_video_url(url: str, settings: Settings) -> Video:
     return await asyncio.to_thread(load_video, data, settings, shown)
 
 
+async def load_audio_url(url: str, settings: Settings) -> Audio:
+    """The clip at ``url`` (``data:audio/...`` or allowed ``http(s)``), decoded and checked like an upload, in a
+    worker thread (decoding and checking a long clip takes a while)."""
+    url = url.strip()
+    shown = _short(url)
+    if url[:5].lower() == "data:":
+        return await asyncio.to_thread(lambda: load_audio(decode_data_url(url, settings, "audio"), settings, shown))
+    data = await fetch(url, settings, "audio")
+    return await asyncio.to_thread(load_audio, data, settings, shown)
+
+
+def is_audio_url(url: str) -> bool:
+    """True for a ``data:audio/...`` URL and for any other URL whose path ends in a clip's suffix (``.wav``, ``.mp3``,
+    ...; any case). Nothing is fetched: the bytes are decoded later all the same."""
+    text = url.strip()
+    if text[:5].lower() == "data:":
+        return text[5:11].lower() == "audio/"
+    try:
+        return is_audio_name(urlsplit(text).path)
+    except ValueError:
+        return False
+
+
 async def load_document_url(url: str, settings: Settings, documents: DocumentOptions) -> tuple[Page, ...]:
     """The pages ``documents`` names of the PDF at ``url`` (``data:application/pdf`` or allowed ``http(s)``),
     rasterised and checked like an upload, in a worker thread."""
@@ -122,12 +146,12 @@ def decode_data_url(url: str, settings: Settings, kind: UrlKind = "image") -> by
     """The bytes of a ``data:<kind>/...;base64,...`` URL (``kind`` "image", "video" or "document":
     ``data:application/pdf``), at most ``max_upload_bytes`` for an image or a document and ``max_video_bytes`` for a
     video; anything else is refused."""
-    cap = settings.max_video_bytes if kind == "video" else settings.max_upload_bytes
+    cap = {"video": settings.max_video_bytes, "audio": settings.max_audio_bytes}.get(kind, settings.max_upload_bytes)
     if len(url) > cap * 4 // 3 + 1024:
         raise InputError(f"data: URL is larger than {cap:,} bytes")
     match = _DATA_URL.fullmatch(url.strip())
     if match is None:
-        example = {"video": "video/mp4", "document": "application/pdf"}.get(kind, "image/png")
+        example = {"video": "video/mp4", "audio": "audio/wav", "document": "application/pdf"}.get(kind, "image/png")
         raise InputError(f"malformed data: URL (expected data:{example};base64,...)")
     media_type = match["type"].strip().lower()
     if not media_type.startswith(MEDIA_TYPES[kind]):
@@ -141,9 +165,9 @@ def decode_data_url(url: str, settings: Settings, kind: UrlKind = "image") -> by
     return unquote_to_bytes(match["data"])
 
 
-MEDIA_TYPES = {"image": "image/", "video": "video/", "document": "application/pdf"}
+MEDIA_TYPES = {"image": "image/", "video": "video/", "audio": "audio/", "document": "application/pdf"}
 """What a ``data:`` URL's media type begins with, and a fetch accepts, per kind of attachment."""
-UrlKind = Literal["image", "video", "document"]
+UrlKind = Literal["image", "video", "audio", "document"]
 
 
 async def fetch(url: str, settings: Settings, kind: UrlKind = "image") -> bytes:

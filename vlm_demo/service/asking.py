@@ -36,8 +36,8 @@ class Source:
     def modality(self) -> str:
         """What it counts as before it is read: "audio", "video", "document" or "image"."""
         url = self.origin == "url" or intake.is_url(self.where)
-        if self.kind == "audio" or (self.kind is None and intake.is_audio_name(self.where.split("?")[0] if url
-                                                                               else self.where)):
+        if self.kind == "audio" or (self.kind is None and (intake.is_audio_url(self.where) if url
+                                                           else intake.is_audio_name(self.where))):
             return "audio"
         if self.kind == "video" or (self.kind is None and (is_video_url(self.where) if url else
                                                           is_video_name(self.where))):

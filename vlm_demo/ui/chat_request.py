@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..intake import DocumentOptions, Page, Video, is_document_url, is_video_url, page_ranges
+from ..intake import DocumentOptions, Page, Video, is_audio_url, is_document_url, is_video_url, page_ranges
 from ..service import Ask, ChatRequest, Source, Turn, read_turn, request_of
 from ..settings import Settings
 from .overlays import OVERLAYS, image_file
@@ -68,9 +68,10 @@ async def read_message(message: dict | None, url_text: str | None, settings: Set
                     for _, found in uploads if isinstance(found[0], Video))
     clips += "".join(f"\n[{document_text(found)}]" for _, found in uploads if isinstance(found[0], Page))
     links = [s.where for s in given if s.origin == "url"]
-    shown = text + clips + "".join(
-        f"\n[{'video' if is_video_url(link) else 'document' if is_document_url(link) else 'image'}: {link[:80]}]"
-        for link in links)
+    def kind(link: str) -> str:
+        return ("audio" if is_audio_url(link) else "video" if is_video_url(link) else "document"
+                if is_document_url(link) else "image")
+    shown = text + clips + "".join(f"\n[{kind(link)}: {link[:80]}]" for link in links)
     return turn, (*pictures, shown)
 
 
