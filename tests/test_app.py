@@ -33,7 +33,7 @@ from .app_harness import (MODEL, OTHER, App, chat_args, message, named, on_model
                           wait_until)
 from .browser import LOG_PROBLEMS, chromium
 from .cases import BAD_URLS, REFUSED
-from .conftest import ARTIFACTS, ROOT, data_url, make_image
+from .conftest import ARTIFACTS, ROOT, data_url, make_clip_bytes, make_image
 from .documents import ENCRYPTED, make_pdf
 from .intake_servers import local_internet, url_settings
 
@@ -253,8 +253,9 @@ def test_the_api_tells_a_documents_cost_before_sending(app, tmp_path):
 def test_an_agent_gets_a_documents_cost_over_mcp(app, tmp_path):
     """The page's MCP server (streamable HTTP at /gradio_api/mcp, mcp 2.x's own client): its tools are listed with
     their inputs, ``models`` names the models and their settings, and ``document_cost`` gives for a 3-page PDF
-    under a model and its settings what ``/document_cost`` gives, with no engine request; a bad document or an
-    unknown model is a tool error of one line."""
+    under a model and its settings what ``/document_cost`` gives, with no engine request, and ``clip_cost`` what a
+    clip costs a model that listens; a bad document, an unknown model or a clip to a model that does not listen is a
+    tool error of one line."""
     import base64
 
     from mcp.client.client import Client as McpClient
@@ -273,10 +274,17 @@ def test_an_agent_gets_a_documents_cost_over_mcp(app, tmp_path):
             bad = await client.call_tool("document_cost", {"document": "data:application/pdf;base64,"
                                                            + base64.b64encode(ENCRYPTED).decode(), "model": MODEL})
             unknown = await client.call_tool("document_cost", {"document": document, "model": "no-such-model"})
-        return tools, models, cost, bad, unknown
+            heard = await client.call_tool("clip_cost", {"clip": clip, "model": "tiny-qwen2-audio"})
+            deaf = await client.call_tool("clip_cost", {"clip": clip, "model": MODEL})
+        return tools, models, cost, bad, unknown, heard, deaf
 
-    tools, models, cost, bad, unknown = asyncio.run(ask())
-    assert set(tools) == {"models", "document_cost"}
+    clip = data_url(make_clip_bytes(45.0, 44_100), "audio/wav")
+    tools, models, cost, bad, unknown, heard, deaf = asyncio.run(ask())
+    assert set(tools) == {"models", "document_cost", "clip_cost"}
+    assert not heard.is_error, heard.content
+    said = heard.structured_content  # (a 45-s clip to Qwen2-Audio: its 30-s cap, said before sending)
+    assert (said["seconds"], said["rate"], said["model_rate"], said["tokens"], said["cut_seconds"]) == (
+        45.0, 44_100, 16_000, 750, 15.0) and "the last 15.0 s were cut" in said["said"]
     assert {"document", "model", "pages", "dpi", "question", "settings"} <= set(
         tools["document_cost"].input_schema["properties"])
     listed = {m["name"]: m for m in models.structured_content["result"]}
@@ -291,7 +299,7 @@ def test_an_agent_gets_a_documents_cost_over_mcp(app, tmp_path):
     assert [(p["page"], p["dpi"]) for p in found["pages"]] == [(1, 72), (2, 72)]
     assert [p["tokens"] for p in found["pages"]] == [row[2] for row in shown["table"]["data"]]
     assert found["mm_processor_kwargs"] and "<|vision_start|>" in found["rendered_prompt"]
-    for failed, line in ((bad, "the PDF is encrypted"), (unknown, "no-such-model")):
+    for failed, line in ((bad, "the PDF is encrypted"), (unknown, "no-such-model"), (deaf, "does not take audio")):
         assert failed.is_error
         (text,) = [c.text for c in failed.content]
         assert line in text and "\n" not in text and "Traceback" not in text

@@ -1,5 +1,6 @@
 """The page's MCP server, for agents: what a document or picture will cost a model (pages, tokens per page, total
-against the context, the rendered prompt), before anything is sent, and which models and settings there are.
+against the context, the rendered prompt), what a clip will cost one that listens, before anything is sent, and which
+models and settings there are.
 Served over MCP's streamable HTTP at ``MCP_PATH`` of the page's own server (the URL where Gradio serves its MCP).
 
 Gradio's own MCP server (``launch(mcp_server=True)``) is not used: Gradio 6.31's needs ``mcp<2`` (its 1.x API),
@@ -21,6 +22,8 @@ from pydantic import Field
 
 from ..errors import VlmDemoError
 from ..service import ChatService
+from ..service.clip_cost import DEFAULT_QUESTION as CLIP_QUESTION
+from ..service.clip_cost import clip_cost
 from ..service.document_cost import DEFAULT_QUESTION, document_cost
 
 MCP_PATH = "/gradio_api/mcp"
@@ -30,8 +33,9 @@ MCP_PATH = "/gradio_api/mcp"
 def server(service: ChatService) -> MCPServer:
     """The MCP server with the app's tools over ``service`` (its models, engines' renderers and settings)."""
     mcp = MCPServer(name="vlm-demo", instructions=(
-        "Ask what a PDF or picture will cost a vision-language model before sending it: `models` lists the models "
-        "and their settings, `document_cost` renders each page with vLLM's renderer (nothing is generated)."))
+        "Ask what a PDF, picture or sound clip will cost a model before sending it: `models` lists the models "
+        "and their settings, `document_cost` renders each page with vLLM's renderer, `clip_cost` a clip (nothing is "
+        "generated)."))
 
     @mcp.tool(description="The models this app serves: name, label, family, context window (max_model_len; null: "
                           "the checkpoint's), whether each can run here (else why not), and the per-request "
@@ -68,6 +72,21 @@ def server(service: ChatService) -> MCPServer:
         except VlmDemoError as exc:
             raise ToolError(str(exc)) from None
 
+    @mcp.tool(name="clip_cost", description=(
+        "What a sound clip will cost a model that listens before anyone sends it: its seconds, its sampling rate and "
+        "the model's, the audio tokens vLLM's renderer expands it to, what the model's cap cuts (Qwen2-Audio hears "
+        "30 s), its share of the context window, with the rendered prompt. Nothing is generated."))
+    async def clip_cost_tool(
+        clip: Annotated[str, Field(description="the clip (WAV, FLAC, Ogg/Opus, MP3, M4A/AAC or WebM) as a data: URL "
+                                               "(data:audio/wav;base64,...) or an http(s) URL")],
+        model: Annotated[str, Field(description="a model name, as `models` lists them")],
+        question: Annotated[str, Field(description="the text asked with it")] = CLIP_QUESTION,
+    ) -> dict[str, Any]:
+        try:
+            return await clip_cost(service, clip, model, question)
+        except VlmDemoError as exc:
+            raise ToolError(str(exc)) from None
+
     return mcp
 
 
@@ -75,7 +94,11 @@ def app_kwargs(service: ChatService, host: str) -> dict[str, Any]:
     """``Blocks.launch(app_kwargs=...)`` that serve the MCP tools at ``MCP_PATH`` of the page's server: the routes
     ahead of the page's own, the MCP session manager running while the server does."""
     mcp = server(service)
-    asgi = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host)
+    # (a tool's call carries its PDF or clip as a data: URL: mcp's 4-MiB default refused a 45-s clip; the app's own
+    # byte limits for each attachment apply inside the tools)
+    largest = max(service.settings.max_upload_bytes, service.settings.max_audio_bytes)
+    asgi = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=host,
+                                   max_request_body_size=largest * 4 // 3 + (1 << 16))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
