@@ -135,3 +135,23 @@ async def test_the_expansion_says_what_a_clip_cost(service, settings, tmp_path):
         "user", "What is said?", {"audio": (load_audio(path, settings),)}),)), start_engine=False)
     assert cli["prompt_token_ids"] == list(alone.prompt_token_ids)
     assert [(c["count"], c["heard_s"], c["seconds"], c["rate_in"]) for c in cli["audios"]] == [(750, 30.0, 45.0, 44_100)]
+
+
+@pytest.mark.parametrize("model", ["tiny-qwen2-audio", "tiny-qwen2.5-omni"])
+async def test_a_clip_too_short_to_hear_is_named_in_one_line(model, service, settings):
+    """A 10-ms clip is no token at all: vLLM refuses it with the samples themselves in its message (Omni's printed
+    the array); the app names the clip and its length in one line, and a 50-ms clip is one token."""
+    tiny_clip = make_clip(0.01, name="click.wav", settings=settings)
+    with pytest.raises(InputError) as caught:
+        await service.inspect(ChatRequest(model=model, turns=(Turn("user", "Hi", {"audio": (tiny_clip,)}),)),
+                              start_engine=False)
+    assert str(caught.value) == f"click.wav (0.01 s) is too short for {model} to hear: it would be no token at all"
+    one = await service.inspect(ChatRequest(model=model, turns=(Turn("user", "Hi", {"audio": (
+        make_clip(0.05, settings=settings),)}),)), start_engine=False)
+    assert one.items["audio"][0].count == 1 and budget_line(one).startswith("0.05 s at 48 kHz -> 16 kHz: 1 token (")
+
+
+def budget_line(inspection) -> str:
+    from vlm_demo.inspector import clip_text
+
+    return clip_text(inspection.items["audio"][0])

@@ -199,7 +199,14 @@ class Renderer:
         messages = [_with_audio_urls(_with_torch_embeds(m), self.audio_rate) for m in messages]
         if any(p.get("type") == "audio_url" for m in messages for p in _parts(m)):  # (the app's WAVs: libsndfile's,
             media_io = with_audio_io(media_io, kwargs)                                # no probing)
-        conversation, prompt_text, engine_input, frames = await self._engine_input(messages, kwargs, media_io)
+        try:
+            conversation, prompt_text, engine_input, frames = await self._engine_input(messages, kwargs, media_io)
+        except InputError as exc:
+            if "too short to be represented" not in str(exc) or not clips:
+                raise
+            short = min(clips, key=lambda c: c.seconds)  # (vLLM's message holds the samples themselves)
+            raise InputError(f"{short.name} ({short.seconds:.2f} s) is too short for {self.spec.name} to hear: it "
+                             "would be no token at all") from None
         content_format = resolve_chat_template_content_format(
             chat_template=None, tools=None, given_format=self.content_format,
             tokenizer=self._renderer.tokenizer, model_config=self.model_config,

@@ -342,15 +342,20 @@ def clip_text(e: Expansion) -> str:
     what a cap cut ("30.0 of 45.0 s heard: the last 15.0 s were cut; split the clip")."""
     def khz(rate: int) -> str:
         return f"{rate / 1000:g} kHz"
-    sent = (f"{e.seconds:.1f} s at {khz(e.rate_in)} -> {khz(e.rate)}" if e.seconds is not None and e.rate_in and e.rate
-            else "a video's own sound")
-    frames = f"{e.feature_frames:,} feature frames" if e.feature_frames else ""
+    sent = (f"{seconds(e.seconds)} s at {khz(e.rate_in)} -> {khz(e.rate)}"
+            if e.seconds is not None and e.rate_in and e.rate else "a video's own sound")
+    frames = f"{e.feature_frames:,} feature frame{'s' if e.feature_frames != 1 else ''}" if e.feature_frames else ""
     why = "; ".join(x for x in (frames, e.rule or "") if x)
-    text = f"{sent}: {e.count:,} tokens" + (f" ({why})" if why else "")
+    text = f"{sent}: {e.count:,} token{'s' if e.count != 1 else ''}" + (f" ({why})" if why else "")
     cut = cut_seconds(e)
     if cut:
         text += f"; {e.heard_s:.1f} of {e.seconds:.1f} s heard: the last {cut:.1f} s were cut; split the clip"
     return text
+
+
+def seconds(value: float) -> str:
+    """A clip's length as the panels write it: tenths, hundredths below a second ("45.0", "0.05")."""
+    return f"{value:.1f}" if value >= 1 else f"{value:.2f}"
 
 
 def cut_seconds(e: Expansion) -> float:
