@@ -1,6 +1,6 @@
 """Streaming chat-completion clients of vLLM's own OpenAI server (what ``vllm serve`` runs), in their own
 process as the app's ``gradio_client`` users are: each of ``--users`` asks ``--per-user`` questions back to
-back, with the same picture, question and sampling as the app's load. Prints one JSON object.
+back, with the same picture (or clip), question and sampling as the app's load. Prints one JSON object.
 
     python -m bench.serve_load --url URL --model NAME --users 8 --per-user 4 --max-tokens 256 --picture FILE
         [--allowed-token-ids FILE]
@@ -24,11 +24,18 @@ from .common import QUESTION, run_users, users_parser
 
 
 def body(model: str, picture: Path, max_tokens: int, allowed: list[int] | None) -> dict:
-    """The request: the picture as a PNG data URL, the question, the app's sampling for this load (the app's
-    own request body, ``engine.openai_request``, with the usage in the last chunk)."""
-    url = "data:image/png;base64," + base64.b64encode(picture.read_bytes()).decode()
-    messages = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
-                                             {"type": "text", "text": QUESTION}]}]
+    """The request: the picture as a PNG data URL (a clip, by its suffix: as the app's wire sends it, a 16-kHz WAV),
+    the question, the app's sampling for this load (the app's own request body, ``engine.openai_request``, with the
+    usage in the last chunk)."""
+    from vlm_demo.intake import is_audio_name, load_audio
+    from vlm_demo.settings import Settings
+
+    if is_audio_name(picture.name):
+        part = {"type": "audio_clip", "audio_clip": load_audio(picture, Settings.from_env(), picture.name)}
+    else:
+        url = "data:image/png;base64," + base64.b64encode(picture.read_bytes()).decode()
+        part = {"type": "image_url", "image_url": {"url": url}}
+    messages = [{"role": "user", "content": [part, {"type": "text", "text": QUESTION}]}]
     sampling = Sampling(temperature=0.7, top_p=0.9, max_tokens=max_tokens, ignore_eos=True)
     out = request_body(prompt_body(model, messages), sampling) | USAGE
     if allowed is not None:  # the app's tiny models sample printable tokens only; so does the peer

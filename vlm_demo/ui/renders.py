@@ -296,7 +296,7 @@ class Renders:
         try:
             turns = await self.to_inspect(message, conversation, urls, self.page.controls_a.documents(controls))
             if not turns:
-                raise InputError("add an image and a question first")
+                raise InputError("add a question (and a picture, video, document or clip) first")
             for model, control_set in ((model_a, self.page.controls_a), (model_b, self.page.controls_b)):
                 request = self.request(model, turns, "", (0.0, 1.0, 1, None), controls, control_set)
                 inspection = await self.service.inspect(request, start_engine=False)
