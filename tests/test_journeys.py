@@ -544,43 +544,6 @@ def listening_journey(person: Person, spec, clips: dict[str, Path], picture: Pat
     watch.check(f"{spec.name}: cleared")
 
 
-@pytest.fixture(scope="module")
-def clips(tmp_path_factory) -> dict[str, Path]:
-    """The fake microphone's WAV (3 s at 48 kHz, stereo), a 45-s clip at 44.1 kHz and a file that is no clip."""
-    from .conftest import make_clip_bytes
-
-    folder = tmp_path_factory.mktemp("clips")
-    found = {"microphone": folder / "microphone.wav", "long": folder / "long.wav", "bad": folder / "broken.wav"}
-    found["microphone"].write_bytes(make_clip_bytes(3.0))
-    found["long"].write_bytes(make_clip_bytes(45.0, 44_100))
-    found["bad"].write_bytes(b"RIFF\x00\x00\x00\x00WAVE" + bytes(64))
-    return found
-
-
-def test_a_model_that_listens(app, journey_registry, clips, pictures, report):
-    """Desktop, then a dark phone: the listening journey for every tiny model that takes clips."""
-    from .browser import fake_microphone
-
-    url, log = app
-    t0 = time.monotonic()
-    with chromium(*fake_microphone(clips["microphone"])) as browser:
-        for name, page_args in (("desktop", {"viewport": {"width": 1600, "height": 1000}}),
-                                ("dark-phone", {"viewport": {"width": 390, "height": 844}, "is_mobile": True,
-                                                "has_touch": True, "color_scheme": "dark"})):
-            context = browser.new_context(permissions=["microphone"], **page_args)
-            page = context.new_page()
-            watch = Watch(page, log, SHOTS, f"listening-{name}", contrast=name == "dark-phone")
-            person = Person(page, watch, journey_registry)
-            with watch.failing():
-                watch.open(url + ("?__theme=dark" if name == "dark-phone" else ""))
-                for spec in listening_models(journey_registry):
-                    listening_journey(person, spec, clips, pictures[1])
-                    person.no_overflow()
-            context.close()
-    report(f"listening journey: {len(listening_models(journey_registry))} models, desktop and dark phone, in "
-           f"{time.monotonic() - t0:.0f} s")
-
-
 def test_every_model_end_to_end(app, journey_registry, pictures, report):
     """Desktop, 1600 px: every tiny model's journey, one after another in one tab; Compare once on the way."""
     url, log = app
@@ -915,3 +878,43 @@ def test_document_readers_read_a_page(app, journey_registry, report_pdf, tmp_pat
             for i, spec in enumerate(readers):  # (the first also page by page)
                 reader_journey(Person(page, watch, journey_registry), spec,
                                small_page if spec.name in SMALL_PAGE_READERS else report_pdf, page_by_page=i == 0)
+
+
+# --- a model that listens (last: its engines then run, and a new tab opens on the model whose engine runs) ---
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> dict[str, Path]:
+    """The fake microphone's WAV (3 s at 48 kHz, stereo), a 45-s clip at 44.1 kHz and a file that is no clip."""
+    from .conftest import make_clip_bytes
+
+    folder = tmp_path_factory.mktemp("clips")
+    found = {"microphone": folder / "microphone.wav", "long": folder / "long.wav", "bad": folder / "broken.wav"}
+    found["microphone"].write_bytes(make_clip_bytes(3.0))
+    found["long"].write_bytes(make_clip_bytes(45.0, 44_100))
+    found["bad"].write_bytes(b"RIFF\x00\x00\x00\x00WAVE" + bytes(64))
+    return found
+
+
+def test_a_model_that_listens(app, journey_registry, clips, pictures, report):
+    """Desktop, then a dark phone: the listening journey for every tiny model that takes clips."""
+    from .browser import fake_microphone
+
+    url, log = app
+    t0 = time.monotonic()
+    with chromium(*fake_microphone(clips["microphone"])) as browser:
+        for name, page_args in (("desktop", {"viewport": {"width": 1600, "height": 1000}}),
+                                ("dark-phone", {"viewport": {"width": 390, "height": 844}, "is_mobile": True,
+                                                "has_touch": True, "color_scheme": "dark"})):
+            context = browser.new_context(permissions=["microphone"], **page_args)
+            page = context.new_page()
+            watch = Watch(page, log, SHOTS, f"listening-{name}", contrast=name == "dark-phone")
+            person = Person(page, watch, journey_registry)
+            with watch.failing():
+                watch.open(url + ("?__theme=dark" if name == "dark-phone" else ""))
+                for spec in listening_models(journey_registry):
+                    listening_journey(person, spec, clips, pictures[1])
+                    person.no_overflow()
+            context.close()
+    report(f"listening journey: {len(listening_models(journey_registry))} models, desktop and dark phone, in "
+           f"{time.monotonic() - t0:.0f} s")

@@ -183,6 +183,7 @@ class Handlers:
     def clear(self, request: gr.Request) -> dict[Any, Any]:
         """Start a new conversation (the ``/clear`` API)."""
         self._outdate(_session(request))
+        self.renders.clear(_session(request))
         return self.page.values(chat=[], prompt="", runs="", table=[], gallery=[], budget="", stats="", boxes=[],
                                 **NO_EXPORT) | {self.page.conversation: Conversation()}
 

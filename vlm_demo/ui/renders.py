@@ -54,6 +54,9 @@ class Renders:
         """Per session, what the reader's task picked says beside the box (a task that sends no text)."""
         self._problems: dict[str, str] = {}
         """Per session, why the message as last rendered could not be sent ("" where it can)."""
+        self._cleared: set[str] = set()
+        """Sessions cleared (Clear) with no question sent since: a render given a conversation with exchanges was
+        asked for before the Clear and queued behind it (its serial, taken when it runs, is later than the Clear's)."""
         self._not_sent: dict[str, tuple[str, int]] = {}
         """Per session, why its last send was refused in place, and how many renders it had asked for then."""
         self._emptied: dict[str, bool] = {}
@@ -74,6 +77,7 @@ class Renders:
         self._task_notes.pop(session, None)
         self._not_sent.pop(session, None)
         self._sent[session] = True
+        self._cleared.discard(session)
 
     def not_sent(self, session: str, why: str) -> str:
         """A send refused in place: said beside the box until the next send or a render asked for after it (the
@@ -81,6 +85,11 @@ class Renders:
         asked for before ends after it; the note."""
         self._not_sent[session] = (why, self._inspects.get(session, 0))
         return self.note(session)
+
+    def clear(self, session: str) -> None:
+        """The conversation was cleared: renders asked for before are dropped (``outdate``), those still queued too."""
+        self.outdate(session)
+        self._cleared.add(session)
 
     def outdate(self, session: str) -> None:
         """The conversation changed under the panels (Undo, Clear): a render asked for before (a control moved just
@@ -225,6 +234,9 @@ class Renders:
             self._sent.pop(oldest, None)
             self._not_sent.pop(oldest, None)
             self._emptied.pop(oldest, None)
+            self._cleared.discard(oldest)
+        if session in self._cleared and _conversation(conversation).exchanges:  # (asked for before the Clear)
+            return gr.skip()
         said = quiet or from_the_page(request)
         if session in self._not_sent and self._not_sent[session][1] < serial:  # (a render asked for since)
             del self._not_sent[session]
