@@ -68,6 +68,13 @@ class Engine(Renderer):
         cache = self._llm.vllm_config.cache_config
         return cache.block_size if cache.enable_prefix_caching else None
 
+    async def start_workers(self) -> list[str]:
+        """The workarounds that run in this engine's worker processes (``workarounds.apply_worker_workarounds``),
+        once, on the event loop that serves its requests."""
+        from .workarounds import apply_worker_workarounds
+
+        return await apply_worker_workarounds(self._llm) if self._llm is not None else []
+
     async def stream(self, rendered: RenderedPrompt, sampling: Sampling) -> AsyncIterator[TokenDelta]:
         """Generate from ``rendered``; closing the iterator early aborts the vLLM request. From its first step it
         counts in ``running_requests`` (a switch waits for it), or it fails in one line where the engine was already

@@ -202,6 +202,13 @@ class EngineManager:
                     try:
                         engine = await asyncio.to_thread(start_engine, spec, self.settings,
                                                           functools.partial(self._phase, spec.name))
+                        try:
+                            applied = await engine.start_workers()  # (Gemma 4's audio tower on CPU: workarounds)
+                        except BaseException:
+                            engine.shutdown()
+                            raise
+                        if applied:
+                            log.info("%s: vLLM worker workarounds: %s", spec.name, ", ".join(applied))
                     except BaseException:
                         for old in stopped[-1:]:  # the engine the person had: up again (seconds)
                             log.info("%s did not start: starting %s again", spec.name, old.name)

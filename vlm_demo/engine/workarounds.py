@@ -59,6 +59,8 @@ def adjust_engine_kwargs(model_type: str, engine_kwargs: Mapping[str, Any]) -> t
     video processor). Upstream: no issue or fix found (2026-12-03); recheck on each vLLM upgrade.
     """
     kwargs = dict(engine_kwargs)
+    if model_type == "gemma4" and _is_release():
+        return _gemma4_cpu_audio(kwargs)
     if model_type == "internvl" and _is_release():
         return _interns1_crop_sizing(kwargs)
     mm_kwargs = dict(kwargs.get("mm_processor_kwargs") or {})
@@ -69,6 +71,17 @@ def adjust_engine_kwargs(model_type: str, engine_kwargs: Mapping[str, Any]) -> t
     kwargs["mm_processor_kwargs"] = mm_kwargs or None
     kwargs["hf_overrides"] = {**overrides, **moved}
     return kwargs, ["internvl-video-kwargs (start-up kwargs as hf_overrides)"]
+
+
+def _gemma4_cpu_audio(kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Gemma 4 on CPU: start with ``ContiguousAudioTowerInputs`` as the worker extension (see there), unless the
+    entry names one of its own. On a GPU nothing changes."""
+    from .processes import has_gpu
+
+    if has_gpu() or kwargs.get("worker_extension_cls"):
+        return kwargs, []
+    kwargs["worker_extension_cls"] = GEMMA4_CPU_EXTENSION
+    return kwargs, ["gemma4-cpu-audio-contiguous (worker extension)"]
 
 
 def _interns1_crop_sizing(kwargs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -185,3 +198,52 @@ def _ovis_indicator_tokens_per_image(processor: Any) -> None:
         return processed_data
 
     processor._postprocess_hf_mm_data = _postprocess_hf_mm_data
+
+
+GEMMA4_CPU_EXTENSION = "vlm_demo.engine.workarounds.ContiguousAudioTowerInputs"
+"""The worker extension (``AsyncEngineArgs.worker_extension_cls``) a Gemma 4 engine on CPU starts with."""
+
+
+class ContiguousAudioTowerInputs:
+    """Gemma 4 on vLLM 0.32's CPU backend: the audio tower's linear layers take their input made contiguous.
+
+    vLLM 0.32, ``vllm/model_executor/models/gemma4_mm.py``: the audio tower is transformers' ``Gemma4AudioModel``
+    with its ``nn.Linear`` layers replaced by vLLM's (``recursive_replace_linear``). In each Conformer block's light
+    convolution (transformers 5.19, ``modeling_gemma4.py``, ``Gemma4AudioLightConv1d.forward``) the depthwise
+    convolution runs on ``hidden_states.transpose(1, 2)`` and its output is transposed back; the norm and the
+    activation keep that non-contiguous layout, and ``linear_end`` hands it to vLLM's CPU GEMM
+    (``dispatch_cpu_unquantized_gemm`` -> oneDNN ``onednn_mm``), which requires ``stride(-1) == 1``: the first clip
+    kills the engine core with ``RuntimeError: Expected a.stride(-1) == 1``. The tower runs in the engine's worker
+    process, out of reach of ``apply_workarounds``: this class goes there as the engine's own worker extension (an
+    engine argument, ``adjust_engine_kwargs``), and ``apply_worker_workarounds`` calls its method once after the
+    start: it wraps ``cpu_linear`` on each linear layer of that engine's audio tower (instance attributes; no class
+    or module is patched; ``.contiguous()`` is free for an input that already is). Release: 0.32.0. Upstream: not
+    found (2026-12-08); a GPU's GEMM takes strided inputs.
+    """
+
+    def vlm_demo_contiguous_audio_inputs(self) -> int:
+        """Wrap this worker's audio-tower linear layers; returns how many were wrapped."""
+        tower = getattr(self.model_runner.get_model(), "audio_tower", None)  # type: ignore[attr-defined]
+        wrapped = 0
+        for module in (tower.modules() if tower is not None else ()):
+            linear = getattr(module, "cpu_linear", None)
+            if linear is None or getattr(linear, "_vlm_demo_contiguous", False):
+                continue
+
+            def contiguous(x, weight, bias, _linear=linear):  # noqa: ANN001 - vLLM's cpu_linear signature
+                return _linear(x.contiguous(), weight, bias)
+
+            contiguous._vlm_demo_contiguous = True  # type: ignore[attr-defined]
+            module.cpu_linear = contiguous
+            wrapped += 1
+        return wrapped
+
+
+async def apply_worker_workarounds(llm: Any) -> list[str]:
+    """The workarounds that run in the engine's worker processes, once, right after the start (an engine started
+    with ``GEMMA4_CPU_EXTENSION``: its audio tower's linear layers)."""
+    config = getattr(llm, "vllm_config", None)
+    if config is None or config.parallel_config.worker_extension_cls != GEMMA4_CPU_EXTENSION:
+        return []
+    counts = await llm.collective_rpc("vlm_demo_contiguous_audio_inputs")
+    return [f"gemma4-cpu-audio-contiguous ({counts[0]} linear layers)"] if counts and counts[0] else []
