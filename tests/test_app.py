@@ -255,7 +255,7 @@ def test_an_agent_gets_a_documents_cost_over_mcp(app, tmp_path):
     their inputs, ``models`` names the models and their settings, and ``document_cost`` gives for a 3-page PDF
     under a model and its settings what ``/document_cost`` gives, with no engine request, and ``clip_cost`` what a
     clip costs a model that listens; a bad document, an unknown model or a clip to a model that does not listen is a
-    tool error of one line."""
+    tool error of one line. (And Compare with that clip: two models that listen, side by side.)"""
     import base64
 
     from mcp.client.client import Client as McpClient
@@ -303,6 +303,15 @@ def test_an_agent_gets_a_documents_cost_over_mcp(app, tmp_path):
         assert failed.is_error
         (text,) = [c.text for c in failed.content]
         assert line in text and "\n" not in text and "Traceback" not in text
+    assert engines.running_requests() == 0
+    # Compare with a clip: two models that listen, side by side, each its own count and cut (renderers only)
+    path = tmp_path / "long.wav"
+    path.write_bytes(make_clip_bytes(45.0, 44_100))
+    a, _, b, _ = Client(url, verbose=False).predict(*api_inputs(
+        registry, "compare", "tiny-qwen2-audio", message("What is said?", path), model_b="tiny-qwen2.5-omni"),
+        api_name="/compare")
+    assert "30.0 of 45.0 s heard: the last 15.0 s were cut" in a and "750 tokens" in a
+    assert "1,125 tokens" in b and "were cut" not in b
     assert engines.running_requests() == 0
 
 
