@@ -306,7 +306,7 @@ def test_an_agent_gets_a_documents_cost_over_mcp(app, tmp_path):
     assert engines.running_requests() == 0
     # Compare with a clip: two models that listen, side by side, each its own count and cut (renderers only)
     path = tmp_path / "long.wav"
-    path.write_bytes(make_clip_bytes(45.0, 44_100))
+    path.write_bytes(make_clip_bytes(45.0, 16_000, channels=1))  # (1.4 MB: under this page's 2-MB upload limit)
     a, _, b, _ = Client(url, verbose=False).predict(*api_inputs(
         registry, "compare", "tiny-qwen2-audio", message("What is said?", path), model_b="tiny-qwen2.5-omni"),
         api_name="/compare")

@@ -136,6 +136,9 @@ ADAPTER = Adapter(
     geometry={"image": image_geometry, "audio": clip_geometry},
     geometry_from_count={"image": image_from_count, "audio": clip_from_count},
     rules={"audio": RULE},
+    # (vLLM takes max_soft_tokens per request, but only 70, 140, 280, 560 or 1120: a slider derived from the processor
+    # offered 70..560 and refused most of it; the pictures go at the checkpoint's 280 until a choice control exists)
+    fixed_geometry="at most 280 tokens a picture (max_soft_tokens 280, the checkpoint's: 48-px cells)",
     known_counts={
         "image": (
             KnownCount((640, 480), 266, "max_soft_tokens 280 -> at most 2520 16-px patches: scale sqrt(2520 x 256 / "
