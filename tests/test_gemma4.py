@@ -115,6 +115,7 @@ def test_the_tokenizer_carries_the_checkpoints_tokens_in_order(gemma4):
         assert getattr(gemma4.tokenizer, name) == token
 
 
+@pytest.mark.engine
 async def test_the_engine_hears_a_clip_on_cpu(registry, settings):
     """vLLM 0.32's CPU GEMM (oneDNN) refuses the audio tower's strided input (``linear_end`` after the light
     convolution's transposes): without ``workarounds.ContiguousAudioTowerInputs`` the first clip kills the engine core
