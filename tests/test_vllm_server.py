@@ -78,7 +78,13 @@ HEAVY = {"deepseek_ocr", "deepseek_ocr2"}
 whatever the config says (``deepencoder.build_sam_vit_b``: "TODO: use vision_config"), 27-55 s to start and 20-60 s
 a page on 2 cores. Their renders are held against vLLM's renderer without a server (tests/test_families.py,
 tests/test_deepseek_ocr.py)."""
-_TINY = [spec for spec in load_registry(ROOT / "models.yaml").models if spec.tiny and spec.family not in HEAVY]
+HELD_ELSEWHERE = {"qwen2_5_omni", "gemma4"}
+"""Families whose server adds little here and about a minute to the suite each: the Omni thinker's pictures are
+Qwen2.5-VL's and Gemma 4's clips go the way Qwen2-Audio's do (held against this server: ids, audit, the endpoint entry,
+Export); their own renders are held against vLLM's renderer and transformers' processor (tests/test_omni.py,
+tests/test_gemma4.py)."""
+_TINY = [spec for spec in load_registry(ROOT / "models.yaml").models
+         if spec.tiny and spec.family not in HEAVY | HELD_ELSEWHERE]
 """The tiny entries; one server per tiny model (an entry reusing an earlier one's, as tiny-qwen3-vl-thinking
 reuses tiny-qwen3-vl's, adds none)."""
 CASES: dict[str, dict[str, Case]] = {
